@@ -1,0 +1,5 @@
+"""Entry point for ``python -m ragcanary``."""
+
+from ragcanary.cli import main
+
+main()

@@ -1,0 +1,185 @@
+"""Rendering a run report as JUnit XML, the test-result format CI systems display."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Outcomes where the target did answer; anything else leaves the canary unanswered.
+_ANSWERED = frozenset({"ok", "empty"})
+# Characters XML 1.0 cannot carry at all, not even as character references.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
+
+
+def render_junit(report: Mapping[str, Any]) -> str:
+    """Render ``report`` (the report JSON as a dict) as a JUnit XML document."""
+    return render_junit_many([report])
+
+
+def render_junit_many(reports: Sequence[Mapping[str, Any]]) -> str:
+    """One JUnit XML document with a ``<testsuite>`` per report (one per suite and target)."""
+    suites = [_testsuite(report) for report in reports]
+    root = ET.Element("testsuites", name="ragcanary")
+    total_time = sum(float(suite.get("time", "0")) for suite in suites)
+    root.set("time", f"{total_time:.3f}")
+    for key in ("tests", "failures", "errors"):
+        root.set(key, str(sum(int(suite.get(key, "0")) for suite in suites)))
+    root.extend(suites)
+    ET.indent(root)
+    return _DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _testsuite(report: Mapping[str, Any]) -> ET.Element:
+    """The ``<testsuite>`` of one report.
+
+    One ``<testsuite>`` named ``ragcanary.<suite>.<target>`` holds a ``<testcase>``
+    per canary (a ``<failure>`` when it regressed or broke its own limit, an
+    ``<error>`` when it went unanswered) and a last testcase ``run`` carrying the
+    run-level failures, or an ``<error>`` when the target was unavailable.
+    """
+    name = f"ragcanary.{report.get('suite', '')}.{report.get('target', '')}"
+    cases: Sequence[Mapping[str, Any]] = report.get("cases") or []
+    known = {str(case.get("id")) for case in cases}
+    per_case: dict[str, list[str]] = {}
+    kinds: dict[str, list[str]] = {}
+    for reg in report.get("regressions") or []:
+        case_id = str(reg.get("case"))
+        per_case.setdefault(case_id, []).append(_regression_message(reg))
+        _add_kind(kinds, case_id, "regression")
+    run_failures: list[Mapping[str, Any]] = []
+    for failure in report.get("failures") or []:
+        case_id = failure.get("case")
+        if case_id is not None and str(case_id) in known:
+            per_case.setdefault(str(case_id), []).append(str(failure.get("message", "")))
+            _add_kind(kinds, str(case_id), str(failure.get("kind", "failure")))
+        else:
+            run_failures.append(failure)
+
+    suite = ET.Element("testsuite", name=_clean(name))
+    suite.set("timestamp", _clean(str(report.get("started_at", ""))))
+    suite.set("time", _seconds(report.get("duration_s")))
+    suite.append(_properties(report))
+    for case in cases:
+        case_id = str(case.get("id"))
+        suite.append(_case_element(name, case, per_case.get(case_id, []), kinds.get(case_id, [])))
+    suite.append(_run_element(name, report, run_failures))
+
+    testcases = suite.findall("testcase")
+    counts = {
+        "tests": len(testcases),
+        "failures": sum(tc.find("failure") is not None for tc in testcases),
+        "errors": sum(tc.find("error") is not None for tc in testcases),
+        "skipped": 0,
+    }
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    return suite
+
+
+def _case_element(
+    classname: str, case: Mapping[str, Any], messages: list[str], kinds: list[str]
+) -> ET.Element:
+    element = ET.Element(
+        "testcase",
+        classname=_clean(classname),
+        name=_clean(str(case.get("id"))),
+        time=_seconds(case.get("latency_s")),
+    )
+    outcome = str(case.get("outcome") or "ok")
+    details = _case_details(case)
+    if outcome not in _ANSWERED:
+        reason = str(case.get("error") or outcome)
+        # An unanswered canary has no quality verdict: the error is the whole story.
+        body = "\n".join([reason, *messages, details])
+        _child(element, "error", message=reason, kind=outcome, text=body)
+    elif messages:
+        body = "\n".join([*messages, details])
+        _child(element, "failure", message="; ".join(messages), kind=",".join(kinds), text=body)
+    return element
+
+
+def _run_element(
+    classname: str, report: Mapping[str, Any], failures: list[Mapping[str, Any]]
+) -> ET.Element:
+    element = ET.Element("testcase", classname=_clean(classname), name="run", time="0.000")
+    messages = [str(f.get("message", "")) for f in failures]
+    kinds = ",".join(dict.fromkeys(str(f.get("kind", "failure")) for f in failures))
+    summary = _run_summary(report)
+    if report.get("outcome") == "unavailable":
+        message = "; ".join(messages) or "the target was unavailable"
+        _child(element, "error", message=message, kind="unavailable", text=f"{message}\n{summary}")
+    elif messages:
+        body = "\n".join([*messages, summary])
+        _child(element, "failure", message="; ".join(messages), kind=kinds, text=body)
+    return element
+
+
+def _properties(report: Mapping[str, Any]) -> ET.Element:
+    properties = ET.Element("properties")
+    baseline = report.get("baseline") or {}
+    values = {
+        "run_id": report.get("run_id"),
+        "outcome": report.get("outcome"),
+        "coverage": report.get("coverage"),
+        "baseline_run_id": baseline.get("run_id"),
+    }
+    for key, value in values.items():
+        if value is not None:
+            ET.SubElement(properties, "property", name=key, value=_clean(str(value)))
+    return properties
+
+
+def _child(parent: ET.Element, tag: str, *, message: str, kind: str, text: str) -> None:
+    child = ET.SubElement(parent, tag, message=_clean(message), type=_clean(kind))
+    child.text = _clean(text)
+
+
+def _case_details(case: Mapping[str, Any]) -> str:
+    lines = [f"query: {case.get('query', '')}"]
+    ids: Sequence[Any] = case.get("ids") or []
+    scores: Sequence[Any] = case.get("scores") or []
+    returned = [
+        f"{doc} ({_number(scores[i])})" if i < len(scores) and scores[i] is not None else str(doc)
+        for i, doc in enumerate(ids)
+    ]
+    lines.append(f"returned: {', '.join(returned) if returned else '(nothing)'}")
+    metrics: Mapping[str, Any] = case.get("metrics") or {}
+    if metrics:
+        lines.append("metrics: " + ", ".join(f"{k}={_number(v)}" for k, v in metrics.items()))
+    return "\n".join(lines)
+
+
+def _run_summary(report: Mapping[str, Any]) -> str:
+    metrics: Mapping[str, Any] = report.get("metrics") or {}
+    lines = [f"coverage: {_number(report.get('coverage'))}"]
+    if metrics:
+        lines.append("metrics: " + ", ".join(f"{k}={_number(v)}" for k, v in metrics.items()))
+    return "\n".join(lines)
+
+
+def _regression_message(reg: Mapping[str, Any]) -> str:
+    return f"{reg.get('metric')} {_number(reg.get('baseline'))} -> {_number(reg.get('current'))}"
+
+
+def _add_kind(kinds: dict[str, list[str]], case_id: str, kind: str) -> None:
+    seen = kinds.setdefault(case_id, [])
+    if kind not in seen:
+        seen.append(kind)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _seconds(value: Any) -> str:
+    return f"{float(value):.3f}" if isinstance(value, int | float) else "0.000"
+
+
+def _clean(text: str) -> str:
+    """Replace what XML 1.0 cannot hold (control characters, lone surrogates) with U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)

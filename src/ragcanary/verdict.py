@@ -1,0 +1,177 @@
+"""Deciding a run's outcome: floors, significant drops vs the baseline, canary checks, coverage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ragcanary.drift import Drift
+from ragcanary.metrics import aggregate_name
+from ragcanary.scoring import RunScores
+from ragcanary.stats import bootstrap_ci, permutation_test
+
+RunOutcome = Literal["ok", "regression", "unavailable"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One reason a run failed; ``metric`` and ``case`` say what it is about when that applies."""
+
+    kind: str  # floor | drop | negative_leak | min_score | rank_overlap | coverage
+    message: str
+    metric: str | None = None
+    case: str | None = None
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One case that scored worse on one metric than in the baseline."""
+
+    case: str
+    metric: str
+    baseline: float
+    current: float
+
+    @property
+    def delta(self) -> float:
+        return self.current - self.baseline
+
+
+@dataclass(frozen=True)
+class Change:
+    """One aggregate metric against the baseline, over the cases answered in both runs."""
+
+    metric: str
+    baseline: float
+    current: float
+    delta: float
+    p_value: float  # one-sided: evidence that current is below baseline
+    ci: tuple[float, float]
+    cases: int
+    wins: int
+    ties: int
+    losses: int
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What counts as failing: the suite's thresholds in plain numbers."""
+
+    floors: Mapping[str, float] = field(default_factory=dict)
+    max_drop: float = 0.02
+    significance: float = 0.05
+    min_rank_overlap: float | None = 0.7
+    min_coverage: float = 0.9
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: RunOutcome
+    failures: Sequence[Failure]
+    regressions: Sequence[Regression]  # worst first
+    changes: Mapping[str, Change]  # aggregate metric -> change; empty without a baseline
+
+
+def compare_scores(current: RunScores, baseline: RunScores, seed: int = 0) -> dict[str, Change]:
+    """Paired comparison of every aggregate metric over the cases labelled and answered in both.
+
+    Weights are the current suite's; the permutation test and the bootstrap are seeded, so the
+    same runs always give the same p-values.
+    """
+    paired = sorted(set(current.per_case) & set(baseline.per_case))
+    if not paired:
+        return {}
+    weights = [current.weights[c] for c in paired]
+    changes: dict[str, Change] = {}
+    for name in current.per_case[paired[0]]:
+        before = [baseline.per_case[c][name] for c in paired]
+        after = [current.per_case[c][name] for c in paired]
+        deltas = [a - b for a, b in zip(after, before, strict=True)]
+        total = sum(weights)
+        mean_before = sum(w * v for w, v in zip(weights, before, strict=True)) / total
+        mean_after = sum(w * v for w, v in zip(weights, after, strict=True)) / total
+        metric = aggregate_name(name)
+        changes[metric] = Change(
+            metric=metric,
+            baseline=mean_before,
+            current=mean_after,
+            delta=mean_after - mean_before,
+            p_value=permutation_test(deltas, weights, alternative="less", seed=seed),
+            ci=bootstrap_ci(deltas, weights, seed=seed),
+            cases=len(paired),
+            wins=sum(d > 1e-12 for d in deltas),
+            ties=sum(abs(d) <= 1e-12 for d in deltas),
+            losses=sum(d < -1e-12 for d in deltas),
+        )
+    return changes
+
+
+def case_regressions(current: RunScores, baseline: RunScores) -> list[Regression]:
+    """Every (case, metric) that dropped against the baseline, worst drop first."""
+    found = [
+        Regression(case, name, before, current.per_case[case][name])
+        for case in sorted(set(current.per_case) & set(baseline.per_case))
+        for name, before in baseline.per_case[case].items()
+        if name in current.per_case[case] and current.per_case[case][name] < before - 1e-12
+    ]
+    return sorted(found, key=lambda r: (r.delta, r.case, r.metric))
+
+
+def judge(
+    current: RunScores,
+    coverage: float,
+    policy: Policy,
+    baseline: RunScores | None = None,
+    drift: Drift | None = None,
+) -> Verdict:
+    """The run's outcome and every reason for it.
+
+    Low coverage makes the run ``unavailable`` and nothing else is judged: unanswered queries
+    are an outage, never a quality drop. A drop against the baseline fails the run only when it
+    is larger than ``max_drop`` *and* the paired permutation test says it is beyond noise.
+    """
+    changes = compare_scores(current, baseline, policy.seed) if baseline else {}
+    regressions = case_regressions(current, baseline) if baseline else []
+    if coverage < policy.min_coverage:
+        failure = Failure(
+            "coverage",
+            f"coverage {coverage:.0%} is below min_coverage {policy.min_coverage:.0%}: "
+            "the target did not answer enough queries to judge quality",
+        )
+        return Verdict("unavailable", [failure], regressions, changes)
+    failures: list[Failure] = []
+    for metric, floor in sorted(policy.floors.items()):
+        value = current.metrics.get(metric)
+        if value is not None and value < floor - 1e-12:
+            failures.append(
+                Failure("floor", f"{metric} {value:.4f} is below the floor {floor:.4f}", metric)
+            )
+    for change in changes.values():
+        if -change.delta > policy.max_drop + 1e-12 and change.p_value < policy.significance:
+            failures.append(
+                Failure(
+                    "drop",
+                    f"{change.metric} dropped {-change.delta:.4f} "
+                    f"({change.baseline:.4f} -> {change.current:.4f}, p={change.p_value:.4f}), "
+                    f"more than max_drop {policy.max_drop:.4f}",
+                    change.metric,
+                )
+            )
+    for check in current.checks:
+        failures.append(Failure(check.kind, check.message, case=check.case))
+    if (
+        drift is not None
+        and drift.rank_overlap is not None
+        and policy.min_rank_overlap is not None
+        and drift.rank_overlap < policy.min_rank_overlap - 1e-12
+    ):
+        failures.append(
+            Failure(
+                "rank_overlap",
+                f"rank overlap {drift.rank_overlap:.3f} vs the baseline is below "
+                f"min_rank_overlap {policy.min_rank_overlap:.3f}",
+            )
+        )
+    return Verdict("regression" if failures else "ok", failures, regressions, changes)

@@ -1,0 +1,183 @@
+"""Tests of the paired sign-flip permutation test and the bootstrap confidence interval."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragcanary.stats import bootstrap_ci, permutation_test
+
+small_deltas = st.lists(st.sampled_from([-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]), max_size=30)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "weights", "alternative", "expected"),
+    [
+        pytest.param([-1, -1, -1], None, "less", 1 / 8, id="three-drops"),
+        pytest.param([-1, -1, -1], None, "greater", 1.0, id="three-drops-greater"),
+        pytest.param([-1, -1, -1], None, "two-sided", 2 / 8, id="three-drops-two-sided"),
+        pytest.param([1, 1, 1], None, "greater", 1 / 8, id="three-gains"),
+        # Sign vectors with mean <= -1/3: (---), (--+) in 3 orders -> 4 of 8.
+        pytest.param([-1, -1, 1], None, "less", 4 / 8, id="mixed"),
+        # Weights 3,1: means -1, -1/2, +1/2, +1 for the four sign vectors; observed -1.
+        pytest.param([-1, -1], [3, 1], "less", 1 / 4, id="weighted"),
+        # Means 0, -1, 1, 0: the other zero-mean vector ties with the observed 0.
+        pytest.param([-1, 1], None, "less", 3 / 4, id="tie-counts"),
+        # 0.1 + 0.2 - 0.3 and -0.1 - 0.2 + 0.3 differ only by rounding: both are ties.
+        pytest.param([0.1, 0.2, -0.3], None, "greater", 5 / 8, id="float-tie-greater"),
+        pytest.param([0.1, 0.2, -0.3], None, "less", 5 / 8, id="float-tie-less"),
+        pytest.param([-1, 0, 0, 0], None, "less", 1 / 2, id="zeros-ignored"),
+        pytest.param([-1, -1, 5], [1, 1, 0], "less", 1 / 4, id="zero-weight-ignored"),
+    ],
+)
+def test_exact_enumeration_matches_hand_computed_p(deltas, weights, alternative, expected):
+    """With few cases every sign vector is enumerated, so p is an exact fraction."""
+    p = permutation_test(deltas, weights, alternative=alternative)
+    assert p == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("deltas", "weights"),
+    [
+        pytest.param([], None, id="empty"),
+        pytest.param([0.0] * 40, None, id="all-zero"),
+        pytest.param([-1.0, -1.0], [0.0, 0.0], id="no-weight"),
+    ],
+)
+@pytest.mark.parametrize("alternative", ["less", "greater", "two-sided"])
+def test_no_evidence_gives_p_of_one(deltas, weights, alternative):
+    """Nothing changed (or nothing counts), so nothing is significant."""
+    assert permutation_test(deltas, weights, alternative=alternative) == 1.0
+
+
+def test_clear_drop_is_significant():
+    """Half of 60 canaries losing a hit is far beyond sign-flip noise."""
+    deltas = [-1.0] * 30 + [0.0] * 30
+    assert permutation_test(deltas) < 0.001
+
+
+def test_single_noisy_case_is_not_significant():
+    """One canary out of 60 dropping must not page anyone."""
+    deltas = [-1.0] + [0.0] * 59
+    assert permutation_test(deltas) >= 0.4
+
+
+def test_symmetric_noise_is_rarely_significant():
+    """Zero-mean noise gives p < 0.05 in about 5% of suites, not more."""
+    significant = 0
+    for seed in range(40):
+        noise = np.random.default_rng(1000 + seed).normal(0.0, 0.2, size=60)
+        significant += permutation_test(noise.tolist(), rounds=2000, seed=seed) < 0.05
+    assert significant <= 6
+
+
+def test_random_rounds_give_phipson_smyth_p():
+    """Sampled sign vectors give p = (hits + 1) / (rounds + 1), never 0."""
+    p = permutation_test([-1.0] * 20, rounds=999)
+    assert p == pytest.approx(1 / 1000)
+
+
+def test_permutation_test_is_deterministic_per_seed():
+    """The same seed gives the same p; the daemon must not flap on reruns."""
+    deltas = np.random.default_rng(7).normal(-0.05, 0.3, size=80).tolist()
+    first = permutation_test(deltas, rounds=3000, seed=11)
+    assert permutation_test(deltas, rounds=3000, seed=11) == first
+    assert 0.0 < first <= 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(deltas=small_deltas, seed=st.integers(0, 2**32 - 1))
+def test_less_on_deltas_equals_greater_on_negated_deltas(deltas, seed):
+    """Flipping every delta swaps the one-sided alternatives exactly."""
+    less = permutation_test(deltas, alternative="less", rounds=500, seed=seed)
+    greater = permutation_test([-d for d in deltas], alternative="greater", rounds=500, seed=seed)
+    assert less == greater
+    assert 0.0 < less <= 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(deltas=small_deltas.filter(lambda d: sum(d) <= 0))
+def test_two_sided_p_is_at_least_the_one_sided_p_of_the_observed_direction(deltas):
+    """A two-sided test counts every sign vector the one-sided test counts, and more."""
+    less = permutation_test(deltas, alternative="less", rounds=400)
+    two_sided = permutation_test(deltas, alternative="two-sided", rounds=400)
+    assert two_sided >= less
+
+
+def test_permutation_test_rejects_bad_input():
+    """Mismatched weights, negative weights and zero rounds are errors, not answers."""
+    with pytest.raises(ValueError, match="weights"):
+        permutation_test([-1.0, 0.5], [1.0])
+    with pytest.raises(ValueError, match="negative"):
+        permutation_test([-1.0], [-1.0])
+    with pytest.raises(ValueError, match="rounds"):
+        permutation_test([-1.0], rounds=0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    deltas=st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=40),
+    seed=st.integers(0, 1000),
+)
+def test_bootstrap_ci_is_ordered_and_within_the_data(deltas, seed):
+    """Lower bound <= upper bound, both inside the range of the deltas."""
+    low, high = bootstrap_ci(deltas, rounds=300, seed=seed)
+    assert min(deltas) - 1e-12 <= low <= high <= max(deltas) + 1e-12
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.95, 0.99])
+def test_bootstrap_ci_contains_the_mean(confidence):
+    """The interval of a moderate sample covers its own weighted mean."""
+    rng = np.random.default_rng(3)
+    deltas = rng.normal(-0.1, 0.3, size=100)
+    weights = rng.uniform(0.5, 2.0, size=100)
+    low, high = bootstrap_ci(deltas.tolist(), weights.tolist(), confidence=confidence)
+    mean = float(np.average(deltas, weights=weights))
+    assert low < mean < high
+
+
+def test_bootstrap_ci_widens_with_confidence():
+    """Asking for more confidence never gives a narrower interval."""
+    deltas = np.random.default_rng(5).normal(0.0, 1.0, size=50).tolist()
+    low_80, high_80 = bootstrap_ci(deltas, confidence=0.8, rounds=2000)
+    low_99, high_99 = bootstrap_ci(deltas, confidence=0.99, rounds=2000)
+    assert low_99 <= low_80 < high_80 <= high_99
+
+
+@pytest.mark.parametrize(
+    ("deltas", "weights", "expected"),
+    [
+        pytest.param([], None, (0.0, 0.0), id="empty"),
+        pytest.param([0.3, 0.3, 0.3], None, (0.3, 0.3), id="constant"),
+        pytest.param([0.3, -5.0], [1.0, 0.0], (0.3, 0.3), id="zero-weight-ignored"),
+        pytest.param([1.0, 2.0], [0.0, 0.0], (0.0, 0.0), id="no-weight"),
+    ],
+)
+def test_bootstrap_ci_degenerate_inputs(deltas, weights, expected):
+    """Without spread (or without data) the interval collapses to a point."""
+    assert bootstrap_ci(deltas, weights) == pytest.approx(expected)
+
+
+def test_bootstrap_ci_is_deterministic_per_seed():
+    """The same seed gives the same interval."""
+    deltas = np.random.default_rng(9).normal(0.0, 1.0, size=30).tolist()
+    assert bootstrap_ci(deltas, seed=4, rounds=1000) == bootstrap_ci(deltas, seed=4, rounds=1000)
+
+
+def test_bootstrap_ci_rejects_bad_confidence():
+    """Confidence is a probability strictly between 0 and 1."""
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_ci([1.0], confidence=1.0)
+
+
+def test_large_suite_runs_fast():
+    """10,000 rounds over 1,000 cases stay well under a second for both procedures."""
+    deltas = np.random.default_rng(1).normal(0.0, 0.2, size=1000).tolist()
+    start = time.perf_counter()
+    bootstrap_ci(deltas)
+    permutation_test(deltas)
+    assert time.perf_counter() - start < 3.0
