@@ -1,0 +1,170 @@
+"""A real HTTP retriever on 127.0.0.1 for tests, with knobs to degrade it while it runs."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from ragcanary.config import TargetConfig
+
+DEFAULT_API_KEY = "test-api-key-123"
+
+# A small corpus the tests can share: query -> ranked (doc id, score).
+CORPUS: dict[str, list[tuple[str, float]]] = {
+    "reset password": [("doc-7", 0.93), ("doc-2", 0.81), ("doc-9", 0.44)],
+    "pricing plans": [("doc-3", 0.88), ("doc-7", 0.52)],
+    "streaming ingest": [],
+}
+
+
+@dataclass
+class Recorded:
+    """One request the retriever received."""
+
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeRetriever:
+    """A retriever whose API deliberately differs from the contract's example.
+
+    ``POST /v2/query`` with ``{"text": ..., "top_k": int}`` and header ``X-Api-Key``
+    answers ``{"data": {"matches": [{"chunk": {"meta": {"parent_id": id}}, "relevance": s}]}}``.
+    Set the public attributes while it runs to simulate trouble: ``status`` (e.g. 503),
+    ``delay_s``, ``drop_ids`` (removed documents), ``score_shift``, ``shuffle_top`` (reorder
+    the top n, deterministically per query and ``seed``) and ``retry_after``.
+    Use it as a context manager; ``url`` is known once entered.
+    """
+
+    corpus: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=lambda: CORPUS)
+    api_key: str = DEFAULT_API_KEY
+    status: int = 200
+    delay_s: float = 0.0
+    drop_ids: set[str] = field(default_factory=set)
+    score_shift: float = 0.0
+    shuffle_top: int = 0
+    seed: int = 0
+    retry_after: str | None = None
+    requests: list[Recorded] = field(default_factory=list)
+    _server: ThreadingHTTPServer | None = field(default=None, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "enter the FakeRetriever first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v2/query"
+
+    def target_config(self, **overrides: Any) -> TargetConfig:
+        """A TargetConfig that maps this retriever's API; keyword arguments override fields."""
+        fields: dict[str, Any] = {
+            "url": self.url,
+            "method": "POST",
+            "headers": {"X-Api-Key": self.api_key},
+            "body": {"text": "{query}", "top_k": "{k}"},
+            "results": "data.matches",
+            "id": "chunk.meta.parent_id",
+            "score": "relevance",
+            "timeout": 5.0,
+            "retries": 0,
+        }
+        fields.update(overrides)
+        return TargetConfig(**fields)
+
+    def ranked(self, query: str, top_k: int) -> list[tuple[str, float]]:
+        """What the retriever answers right now, after every degradation knob."""
+        hits = [
+            (d, s + self.score_shift)
+            for d, s in self.corpus.get(query, [])
+            if d not in self.drop_ids
+        ]
+        n = min(self.shuffle_top, len(hits))
+        if n > 1:
+            top = hits[:n]
+            random.Random(f"{self.seed}:{query}").shuffle(top)
+            if top == hits[:n]:
+                top = top[1:] + top[:1]  # a shuffle that changed nothing would hide churn
+            hits = top + hits[n:]
+        return hits[:top_k]
+
+    def __enter__(self) -> FakeRetriever:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._server is not None
+        assert self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _record(self, entry: Recorded) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+
+def _handler_for(retriever: FakeRetriever) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            retriever._record(Recorded(self.path, dict(self.headers.items()), body))
+            if retriever.delay_s:
+                time.sleep(retriever.delay_s)  # simulated retrieval latency, in the server thread
+            if self.path != "/v2/query":
+                return self._send(404, {"error": "not found"})
+            if self.headers.get("X-Api-Key") != retriever.api_key:
+                return self._send(401, {"error": "missing or wrong X-Api-Key"})
+            if retriever.status != 200:
+                return self._send(retriever.status, {"error": "simulated failure"})
+            if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+                return self._send(400, {"error": "body must be {text: str, top_k: int}"})
+            top_k = body.get("top_k", 10)
+            if isinstance(top_k, bool) or not isinstance(top_k, int):
+                return self._send(400, {"error": "top_k must be an integer"})
+            matches = [
+                {"chunk": {"meta": {"parent_id": doc_id}}, "relevance": score}
+                for doc_id, score in retriever.ranked(body["text"], top_k)
+            ]
+            return self._send(200, {"data": {"matches": matches}})
+
+        def _send(self, status: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if retriever.retry_after is not None and status in (429, 503):
+                self.send_header("Retry-After", retriever.retry_after)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output clean
+
+    return Handler
