@@ -1,0 +1,531 @@
+"""The Prometheus exporter: contract names, series at 0, the outage rule, reloads, per-case caps."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from typing import Any
+
+import pytest
+from factories import answer, case, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+
+from ragcanary.drift import compare_runs
+from ragcanary.evaluation import Evaluation
+from ragcanary.exporter import (
+    QUERY_BUCKETS,
+    RUN_BUCKETS,
+    Exporter,
+    SuitePairs,
+    per_case_admission,
+)
+from ragcanary.report import to_report
+from ragcanary.results import OUTCOMES
+from ragcanary.scoring import score_run
+from ragcanary.verdict import Policy, judge
+
+# The metric names of DESIGN.md's "Contract: Prometheus metrics" table.
+CONTRACT_METRICS = (
+    "ragcanary_hit_rate",
+    "ragcanary_mrr",
+    "ragcanary_ndcg",
+    "ragcanary_recall",
+    "ragcanary_precision",
+    "ragcanary_rank_overlap",
+    "ragcanary_score_drift",
+    "ragcanary_score_drifted_ratio",
+    "ragcanary_top_score",
+    "ragcanary_baseline_delta",
+    "ragcanary_regressed_cases",
+    "ragcanary_negative_leaks",
+    "ragcanary_regression",
+    "ragcanary_coverage_ratio",
+    "ragcanary_runs_total",
+    "ragcanary_queries_total",
+    "ragcanary_query_duration_seconds",
+    "ragcanary_run_duration_seconds",
+    "ragcanary_last_run_timestamp_seconds",
+    "ragcanary_last_success_timestamp_seconds",
+    "ragcanary_config_last_reload_successful",
+    "ragcanary_build_info",
+)
+CORE = {"suite": "core", "target": "search"}
+QUALITY: tuple[tuple[str, dict[str, str]], ...] = (
+    ("ragcanary_hit_rate", {"k": "5"}),
+    ("ragcanary_ndcg", {"k": "5"}),
+    ("ragcanary_recall", {"k": "5"}),
+    ("ragcanary_precision", {"k": "5"}),
+    ("ragcanary_mrr", {}),
+    ("ragcanary_rank_overlap", {}),
+    ("ragcanary_score_drift", {}),
+    ("ragcanary_score_drifted_ratio", {}),
+    ("ragcanary_top_score", {}),
+    ("ragcanary_baseline_delta", {"metric": "hit_rate@5"}),
+    ("ragcanary_regressed_cases", {}),
+    ("ragcanary_negative_leaks", {}),
+    ("ragcanary_regression", {}),
+)
+
+
+def pairs(
+    *targets: str,
+    ks: tuple[int, ...] = (1, 5),
+    per_case: bool = False,
+    case_ids: tuple[str, ...] = ("c1", "c2", "neg"),
+) -> dict[str, SuitePairs]:
+    return {"core": SuitePairs(targets or ("search",), tuple(ks), per_case, tuple(case_ids))}
+
+
+def case_entry(
+    case_id: str,
+    outcome: str = "ok",
+    scores: tuple[float, ...] = (),
+    latency: float = 0.02,
+    **metrics: float,
+) -> dict[str, Any]:
+    """One entry of a report's ``cases``; metric names use ``_at_`` for ``@``."""
+    return {
+        "id": case_id,
+        "outcome": outcome,
+        "ids": [f"d-{case_id}-{i}" for i in range(len(scores))],
+        "scores": list(scores),
+        "latency_s": latency,
+        "error": None if outcome == "ok" else f"simulated {outcome}",
+        "metrics": {name.replace("_at_", "@"): v for name, v in metrics.items()},
+    }
+
+
+DEFAULT_CASES = [
+    case_entry("c1", scores=(0.9, 0.5), latency=0.02, hit_rate_at_1=1.0, hit_rate_at_5=1.0, rr=1.0),
+    case_entry("c2", scores=(0.7, 0.6), latency=0.3, hit_rate_at_1=0.0, hit_rate_at_5=0.0, rr=0.0),
+    case_entry("neg", "timeout", latency=5.0),
+]
+BASELINE = {
+    "run_id": "base",
+    "deltas": {"hit_rate@5": -0.5, "mrr": -0.25},
+    "rank_overlap": 0.8,
+    "score_drift": 0.07,
+    "score_drifted_ratio": 0.2,
+}
+
+
+def make_report(
+    outcome: str = "ok",
+    *,
+    target: str = "search",
+    coverage: float = 1.0,
+    baseline: bool = True,
+    hit_rate: float = 0.5,
+    cases: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A report in the shape ``ragcanary.report.to_report`` writes."""
+    cases = DEFAULT_CASES if cases is None else cases
+    outcomes = Counter(c["outcome"] for c in cases)
+    return {
+        "suite": "core",
+        "target": target,
+        "run_id": f"run-{outcome}",
+        "started_at": "2026-11-22T10:00:00+00:00",
+        "duration_s": 1.5,
+        "outcome": outcome,
+        "coverage": coverage,
+        "metrics": {
+            "hit_rate@1": 0.25,
+            "hit_rate@5": hit_rate,
+            "ndcg@5": 0.4,
+            "recall@5": 0.45,
+            "precision@5": 0.1,
+            "map@5": 0.3,
+            "mrr": 0.6,
+        },
+        "baseline": dict(BASELINE) if baseline else None,
+        "failures": [
+            {"kind": "negative_leak", "metric": None, "case": "neg", "message": "leak"},
+            {"kind": "drop", "metric": "hit_rate@5", "case": None, "message": "drop"},
+        ],
+        "regressions": [
+            {"case": "c2", "metric": "hit_rate@5", "baseline": 1.0, "current": 0.0},
+            {"case": "c2", "metric": "rr", "baseline": 1.0, "current": 0.0},
+        ],
+        "counts": {"outcomes": {o: outcomes[o] for o in OUTCOMES}},
+        "cases": cases,
+    }
+
+
+def value(exporter: Exporter, name: str, **labels: str) -> float | None:
+    return exporter.registry.get_sample_value(name, {**CORE, **labels})
+
+
+@pytest.fixture
+def exporter() -> Exporter:
+    exporter = Exporter(CollectorRegistry(), version="1.2.3", clock=lambda: 1234.0)
+    exporter.load(pairs())
+    return exporter
+
+
+def test_default_registry_is_a_fresh_one_not_the_global() -> None:
+    first, second = Exporter(), Exporter()
+    assert first.registry is not REGISTRY
+    assert first.registry is not second.registry
+    assert REGISTRY.get_sample_value("ragcanary_build_info", {"version": "0.1.0"}) is None
+
+
+@pytest.mark.parametrize("outcome", ["ok", "regression", "unavailable"])
+def test_load_creates_every_run_outcome_counter_at_zero(exporter: Exporter, outcome: str) -> None:
+    assert value(exporter, "ragcanary_runs_total", outcome=outcome) == 0.0
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_load_creates_every_query_outcome_counter_at_zero(exporter: Exporter, outcome: str) -> None:
+    assert value(exporter, "ragcanary_queries_total", outcome=outcome) == 0.0
+
+
+@pytest.mark.parametrize(
+    "histogram", ["ragcanary_query_duration_seconds", "ragcanary_run_duration_seconds"]
+)
+def test_load_creates_histograms_with_no_observations(exporter: Exporter, histogram: str) -> None:
+    assert value(exporter, f"{histogram}_count") == 0.0
+    assert value(exporter, f"{histogram}_bucket", le="+Inf") == 0.0
+
+
+@pytest.mark.parametrize(("name", "labels"), QUALITY)
+def test_quality_gauges_are_absent_before_the_first_run(
+    exporter: Exporter, name: str, labels: dict[str, str]
+) -> None:
+    """A 0 before anything was measured would look like a total outage of quality."""
+    assert value(exporter, name, **labels) is None
+
+
+def test_build_info_is_one_with_the_version_and_reload_starts_successful(
+    exporter: Exporter,
+) -> None:
+    assert exporter.registry.get_sample_value("ragcanary_build_info", {"version": "1.2.3"}) == 1.0
+    assert exporter.registry.get_sample_value("ragcanary_config_last_reload_successful") == 1.0
+
+
+@pytest.mark.parametrize(("ok", "expected"), [(False, 0.0), (True, 1.0)])
+def test_reload_result_is_exported(exporter: Exporter, ok: bool, expected: float) -> None:
+    exporter.set_reload_result(not ok)
+    exporter.set_reload_result(ok)
+    assert exporter.registry.get_sample_value("ragcanary_config_last_reload_successful") == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "labels", "expected"),
+    [
+        ("ragcanary_hit_rate", {"k": "5"}, 0.5),
+        ("ragcanary_hit_rate", {"k": "1"}, 0.25),
+        ("ragcanary_ndcg", {"k": "5"}, 0.4),
+        ("ragcanary_recall", {"k": "5"}, 0.45),
+        ("ragcanary_precision", {"k": "5"}, 0.1),
+        ("ragcanary_mrr", {}, 0.6),
+        ("ragcanary_rank_overlap", {}, 0.8),
+        ("ragcanary_score_drift", {}, 0.07),
+        ("ragcanary_score_drifted_ratio", {}, 0.2),
+        ("ragcanary_top_score", {}, 0.8),  # mean of 0.9 and 0.7; the timed-out case is left out
+        ("ragcanary_baseline_delta", {"metric": "hit_rate@5"}, -0.5),
+        ("ragcanary_baseline_delta", {"metric": "mrr"}, -0.25),
+        ("ragcanary_regressed_cases", {}, 1.0),  # one case, two metrics
+        ("ragcanary_negative_leaks", {}, 1.0),
+        ("ragcanary_regression", {}, 1.0),
+        ("ragcanary_coverage_ratio", {}, 2 / 3),
+        ("ragcanary_runs_total", {"outcome": "regression"}, 1.0),
+        ("ragcanary_runs_total", {"outcome": "ok"}, 0.0),
+        ("ragcanary_queries_total", {"outcome": "ok"}, 2.0),
+        ("ragcanary_queries_total", {"outcome": "timeout"}, 1.0),
+        ("ragcanary_query_duration_seconds_count", {}, 2.0),  # answered cases only
+        ("ragcanary_query_duration_seconds_sum", {}, 0.32),
+        ("ragcanary_query_duration_seconds_bucket", {"le": "0.025"}, 1.0),
+        ("ragcanary_run_duration_seconds_count", {}, 1.0),
+        ("ragcanary_run_duration_seconds_sum", {}, 1.5),
+        ("ragcanary_last_run_timestamp_seconds", {}, 1795341601.5),  # started_at + duration
+        ("ragcanary_last_success_timestamp_seconds", {}, 1795341601.5),
+    ],
+)
+def test_a_run_sets_every_series_to_the_reports_value(
+    exporter: Exporter, name: str, labels: dict[str, str], expected: float
+) -> None:
+    exporter.observe_run(make_report("regression", coverage=2 / 3))
+    assert value(exporter, name, **labels) == pytest.approx(expected)
+
+
+def test_an_ok_run_exports_no_regression(exporter: Exporter) -> None:
+    exporter.observe_run(make_report("ok"))
+    assert value(exporter, "ragcanary_regression") == 0.0
+    assert value(exporter, "ragcanary_runs_total", outcome="ok") == 1.0
+
+
+def test_metrics_outside_the_contract_and_configured_ks_are_not_exported(
+    exporter: Exporter,
+) -> None:
+    exporter.observe_run(make_report())
+    text = generate_latest(exporter.registry).decode()
+    assert "map" not in re.sub(r"#.*", "", text)
+    assert value(exporter, "ragcanary_ndcg", k="10") is None
+
+
+@pytest.mark.parametrize(("name", "labels"), QUALITY)
+def test_an_unavailable_run_keeps_every_quality_gauge(
+    exporter: Exporter, name: str, labels: dict[str, str]
+) -> None:
+    exporter.observe_run(make_report("regression"))
+    before = value(exporter, name, **labels)
+    outage = make_report("unavailable", coverage=0.0, hit_rate=0.0, baseline=False, cases=[])
+    exporter.observe_run(outage)
+    assert before is not None
+    assert value(exporter, name, **labels) == before
+
+
+def test_an_unavailable_run_moves_coverage_counters_and_last_run_only(exporter: Exporter) -> None:
+    exporter.observe_run(make_report("ok"))
+    timeouts = [case_entry(c, "timeout", latency=5.0) for c in ("c1", "c2", "neg")]
+    outage = make_report("unavailable", coverage=0.0, hit_rate=0.0, cases=timeouts)
+    outage["started_at"] = "2026-11-22T11:00:00+00:00"
+    exporter.observe_run(outage)
+    assert value(exporter, "ragcanary_hit_rate", k="5") == 0.5
+    assert value(exporter, "ragcanary_coverage_ratio") == 0.0
+    assert value(exporter, "ragcanary_runs_total", outcome="unavailable") == 1.0
+    assert value(exporter, "ragcanary_runs_total", outcome="ok") == 1.0
+    assert value(exporter, "ragcanary_queries_total", outcome="timeout") == 4.0
+    assert value(exporter, "ragcanary_query_duration_seconds_count") == 2.0
+    assert value(exporter, "ragcanary_run_duration_seconds_count") == 2.0
+    assert value(exporter, "ragcanary_last_run_timestamp_seconds") == 1795345201.5
+    assert value(exporter, "ragcanary_last_success_timestamp_seconds") == 1795341601.5
+
+
+def test_an_outage_before_any_answered_run_leaves_quality_absent(exporter: Exporter) -> None:
+    exporter.observe_run(make_report("unavailable", coverage=0.0, cases=[]))
+    assert value(exporter, "ragcanary_hit_rate", k="5") is None
+    assert value(exporter, "ragcanary_last_success_timestamp_seconds") is None
+    assert value(exporter, "ragcanary_coverage_ratio") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "labels"),
+    [
+        ("ragcanary_rank_overlap", {}),
+        ("ragcanary_score_drift", {}),
+        ("ragcanary_score_drifted_ratio", {}),
+        ("ragcanary_baseline_delta", {"metric": "hit_rate@5"}),
+        ("ragcanary_regressed_cases", {}),
+    ],
+)
+def test_baseline_gauges_exist_only_while_runs_have_a_baseline(
+    exporter: Exporter, name: str, labels: dict[str, str]
+) -> None:
+    exporter.observe_run(make_report(baseline=False))
+    absent_before = value(exporter, name, **labels)
+    exporter.observe_run(make_report(baseline=True))
+    present = value(exporter, name, **labels)
+    exporter.observe_run(make_report(baseline=False))
+    assert absent_before is None
+    assert present is not None
+    assert value(exporter, name, **labels) is None
+    assert value(exporter, "ragcanary_hit_rate", k="5") == 0.5
+
+
+def test_a_null_metric_in_an_answered_run_removes_its_stale_value(exporter: Exporter) -> None:
+    exporter.observe_run(make_report())
+    report = make_report()
+    report["metrics"]["mrr"] = None
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_mrr") is None
+
+
+def test_the_last_run_time_falls_back_to_the_clock_without_a_start_time(
+    exporter: Exporter,
+) -> None:
+    report = make_report()
+    del report["started_at"]
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_last_run_timestamp_seconds") == 1234.0
+
+
+def test_query_outcomes_are_counted_from_cases_when_the_report_has_no_counts(
+    exporter: Exporter,
+) -> None:
+    report = make_report()
+    del report["counts"]
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_queries_total", outcome="ok") == 2.0
+    assert value(exporter, "ragcanary_queries_total", outcome="timeout") == 1.0
+
+
+def test_reload_without_a_suite_removes_all_its_series(exporter: Exporter) -> None:
+    exporter.observe_run(make_report())
+    exporter.load({"other": SuitePairs(("search",), (5,))})
+    text = generate_latest(exporter.registry).decode()
+    assert 'suite="core"' not in text
+    assert 'suite="other"' in text
+
+
+def test_reload_without_a_target_removes_only_that_targets_series(exporter: Exporter) -> None:
+    exporter.load(pairs("search", "backup"))
+    exporter.observe_run(make_report(target="backup"))
+    exporter.observe_run(make_report(target="search"))
+    exporter.load(pairs("search"))
+    text = generate_latest(exporter.registry).decode()
+    assert 'target="backup"' not in text
+    assert value(exporter, "ragcanary_hit_rate", k="5") == 0.5
+
+
+def test_reload_keeps_counters_and_gauges_of_pairs_that_stay(exporter: Exporter) -> None:
+    exporter.observe_run(make_report())
+    exporter.load(pairs())
+    assert value(exporter, "ragcanary_runs_total", outcome="ok") == 1.0
+    assert value(exporter, "ragcanary_hit_rate", k="5") == 0.5
+
+
+def test_reload_dropping_a_k_removes_the_series_of_that_k(exporter: Exporter) -> None:
+    exporter.observe_run(make_report())
+    exporter.load(pairs(ks=(1,)))
+    assert value(exporter, "ragcanary_hit_rate", k="5") is None
+    assert value(exporter, "ragcanary_baseline_delta", metric="hit_rate@5") is None
+    assert value(exporter, "ragcanary_baseline_delta", metric="mrr") == -0.25
+    assert value(exporter, "ragcanary_hit_rate", k="1") == 0.25
+
+
+def test_a_report_of_a_pair_no_longer_loaded_does_not_bring_its_series_back(
+    exporter: Exporter,
+) -> None:
+    exporter.load({"other": SuitePairs(("search",), (5,))})
+    exporter.observe_run(make_report())
+    assert 'suite="core"' not in generate_latest(exporter.registry).decode()
+
+
+def test_per_case_series_are_off_by_default(exporter: Exporter) -> None:
+    exporter.observe_run(make_report())
+    text = generate_latest(exporter.registry).decode()
+    assert "ragcanary_case_hit_rate{" not in text
+    assert "ragcanary_case_series_dropped{" not in text
+
+
+def test_per_case_series_follow_each_answered_case() -> None:
+    exporter = Exporter(CollectorRegistry())
+    exporter.load(pairs(per_case=True))
+    exporter.observe_run(make_report())
+    assert value(exporter, "ragcanary_case_hit_rate", case="c1", k="5") == 1.0
+    assert value(exporter, "ragcanary_case_hit_rate", case="c2", k="1") == 0.0
+    assert value(exporter, "ragcanary_case_rr", case="c1") == 1.0
+    assert value(exporter, "ragcanary_case_rr", case="neg") is None
+    assert value(exporter, "ragcanary_case_series_dropped") == 0.0
+
+
+def test_per_case_series_are_capped_and_the_dropped_ones_counted() -> None:
+    exporter = Exporter(CollectorRegistry(), per_case_limit=4)  # 3 series per case with 2 ks
+    exporter.load(pairs(per_case=True))
+    exporter.observe_run(make_report())
+    assert value(exporter, "ragcanary_case_rr", case="c1") == 1.0
+    assert value(exporter, "ragcanary_case_rr", case="c2") is None
+    assert value(exporter, "ragcanary_case_series_dropped") == 6.0
+
+
+def test_reload_turning_per_case_off_removes_per_case_series() -> None:
+    exporter = Exporter(CollectorRegistry())
+    exporter.load(pairs(per_case=True))
+    exporter.observe_run(make_report())
+    exporter.load(pairs(per_case=False))
+    text = generate_latest(exporter.registry).decode()
+    assert not re.search(r"^ragcanary_case_", text, re.MULTILINE)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cases=st.integers(0, 50),
+    ks=st.sets(st.integers(1, 20), min_size=1, max_size=5),
+    limit=st.integers(0, 300),
+)
+def test_per_case_admission_never_exceeds_the_cap_and_accounts_every_series(
+    cases: int, ks: set[int], limit: int
+) -> None:
+    ids = tuple(f"c{i}" for i in range(cases))
+    admitted, dropped = per_case_admission(SuitePairs(("t",), tuple(ks), True, ids), limit)
+    cost = len(ks) + 1
+    assert admitted == ids[: len(admitted)]
+    assert len(admitted) * cost <= limit
+    assert len(admitted) * cost + dropped == cases * cost
+    assert dropped == 0 or (len(admitted) + 1) * cost > limit
+
+
+def test_document_ids_never_become_labels() -> None:
+    exporter = Exporter(CollectorRegistry())
+    exporter.load(pairs(per_case=True))
+    exporter.observe_run(make_report())
+    text = generate_latest(exporter.registry).decode()
+    assert "d-c1-0" not in text
+    assert 'case="c1"' in text
+
+
+def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
+    """A report rendered by ``to_report`` from a judged run lands in the gauges unchanged."""
+    cases = [case("c1", ["d1"]), case("c2", ["d2"])]
+    base = run([(cases[0], answer(["d1", "x"])), (cases[1], answer(["d2", "y"]))], "base")
+    current = run([(cases[0], answer(["d1", "x"])), (cases[1], answer(["y", "z"]))], "now")
+    scores = score_run(current, [1, 5], 10)
+    drift = compare_runs(current, base, 10, 0.05)
+    verdict = judge(scores, current.coverage, Policy(), score_run(base, [1, 5], 10), drift)
+    report = to_report(Evaluation(current, scores, verdict, drift, "base"))
+    exporter = Exporter(CollectorRegistry())
+    exporter.load({"core": SuitePairs(("search",), (1, 5), True, ("c1", "c2"))})
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_hit_rate", k="5") == pytest.approx(0.5)
+    assert value(exporter, "ragcanary_baseline_delta", metric="hit_rate@5") == pytest.approx(-0.5)
+    assert value(exporter, "ragcanary_regressed_cases") == 1.0
+    assert value(exporter, "ragcanary_case_rr", case="c2") == 0.0
+    assert value(exporter, "ragcanary_queries_total", outcome="ok") == 2.0
+    assert value(exporter, "ragcanary_runs_total", outcome=report["outcome"]) == 1.0
+
+
+def _exposition_after_one_run() -> str:
+    exporter = Exporter(CollectorRegistry())
+    exporter.load(pairs(per_case=True))
+    exporter.observe_run(make_report("regression"))
+    return generate_latest(exporter.registry).decode()
+
+
+def test_exposition_has_no_duplicate_help_or_type_lines() -> None:
+    meta = [line for line in _exposition_after_one_run().splitlines() if line.startswith("#")]
+    duplicates = [line for line, n in Counter(meta).items() if n > 1]
+    names = [line.split()[2] for line in meta if line.startswith("# TYPE")]
+    assert duplicates == []
+    assert len(names) == len(set(names))
+
+
+def test_every_contract_metric_is_exposed_after_load_and_one_run() -> None:
+    text = _exposition_after_one_run()
+    sampled = {line.split("{")[0].split()[0] for line in text.splitlines() if line[:1] != "#"}
+    missing = [
+        name
+        for name in CONTRACT_METRICS
+        if name not in sampled and f"{name}_count" not in sampled  # histograms
+    ]
+    assert missing == []
+
+
+def test_histogram_buckets_span_retriever_latency_and_run_times() -> None:
+    assert (QUERY_BUCKETS[0], QUERY_BUCKETS[-1]) == (0.005, 30.0)
+    assert (RUN_BUCKETS[0], RUN_BUCKETS[-1]) == (0.1, 600.0)
+    assert list(QUERY_BUCKETS) == sorted(set(QUERY_BUCKETS))
+    assert list(RUN_BUCKETS) == sorted(set(RUN_BUCKETS))
+
+
+def test_exposition_passes_promtool_check_metrics() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("RAGCANARY_REQUIRE_PROMTOOL") == "1":
+            pytest.fail("promtool is not on PATH but RAGCANARY_REQUIRE_PROMTOOL=1")
+        pytest.skip("promtool is not on PATH (set RAGCANARY_REQUIRE_PROMTOOL=1 to require it)")
+    checked = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=_exposition_after_one_run(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
