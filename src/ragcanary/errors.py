@@ -26,7 +26,8 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file} line {self.line}" if self.line is not None else self.file
         path = f"{self.path}: " if self.path else ""
-        return f"{path}{self.message} ({where}); {self.fix}."
+        end = "" if self.fix.endswith((".", "?", "!")) else "."
+        return f"{path}{self.message} ({where}); {self.fix}{end}"
 
 
 class RagcanaryError(Exception):

@@ -1,0 +1,347 @@
+"""Loading ragcanary.yaml: every mistake located with a fix, ${VAR}, env overrides, suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragcanary.config import Config, Thresholds, config_path, load_config
+from ragcanary.errors import ConfigError, Problem
+from ragcanary.units import DURATION_HINT, RATE_HINT
+
+SUITE = "cases:\n  - {id: a, query: how do I reset my password, relevant: [x]}\n"
+VALID = """\
+storage: sqlite:///ragcanary.db
+listen: 127.0.0.1:9464
+targets:
+  docs-search:
+    url: http://127.0.0.1:8088/search
+    headers: {Authorization: "Bearer ${DOCS_TOKEN}"}
+    body: {q: "{query}", limit: "{k}"}
+    timeout: 5s
+    rate_limit: 20/s
+suites:
+  core:
+    cases: suites/core.yaml
+    targets: [docs-search]
+    every: 5m
+    k: [1, 3, 5, 10]
+    depth: 10
+    thresholds:
+      hit_rate: {5: 0.8}
+      mrr: 0.5
+"""
+ENV = {"DOCS_TOKEN": "s3cret-token"}
+
+
+def write(tmp_path: Path, text: str = VALID, suite: str = SUITE) -> Path:
+    (tmp_path / "suites").mkdir(exist_ok=True)
+    (tmp_path / "suites" / "core.yaml").write_text(suite, encoding="utf-8")
+    path = tmp_path / "ragcanary.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def problems_of(path: Path, environ: dict[str, str] | None = None) -> list[Problem]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, ENV if environ is None else environ)
+    return caught.value.problems
+
+
+def test_contract_config_loads_with_its_suite(tmp_path: Path) -> None:
+    """The DESIGN example validates, expands ${VAR} and loads its suite beside the config."""
+    path = write(tmp_path)
+    loaded = load_config(path, ENV)
+    target = loaded.config.targets["docs-search"]
+    suite = loaded.config.suites["core"]
+    assert loaded.path == path
+    assert target.headers == {"Authorization": "Bearer s3cret-token"}
+    assert (target.timeout, target.rate_limit) == (5.0, 20.0)
+    assert (suite.every, suite.cron, suite.k, suite.depth) == (300.0, None, [1, 3, 5, 10], 10)
+    assert [c.id for c in loaded.suites["core"].cases] == ["a"]
+    assert loaded.suites["core"].source == tmp_path / "suites" / "core.yaml"
+    assert loaded.secrets == {"s3cret-token", "Bearer s3cret-token"}
+
+
+def test_schedule_defaults_to_every_five_minutes(tmp_path: Path) -> None:
+    """Neither every nor cron means every 5m; cron alone leaves every unset."""
+    every = load_config(write(tmp_path, VALID.replace("    every: 5m\n", "")), ENV)
+    cron = load_config(write(tmp_path, VALID.replace("every: 5m", "cron: '*/5 * * * *'")), ENV)
+    assert every.config.suites["core"].every == 300.0
+    assert (cron.config.suites["core"].every, cron.config.suites["core"].cron) == (
+        None,
+        "*/5 * * * *",
+    )
+
+
+MISTAKES = [
+    # (text in VALID, replacement, path, line, text the fix must contain)
+    ("every: 5m", "every: 5 minutes", "suites.core.every", 14, DURATION_HINT),
+    ("every: 5m", "evry: 5m", "suites.core.evry", 14, "did you mean 'every'?"),
+    ("every: 5m", "every: 5m\n    cron: '0 * * * *'", "suites.core.cron", 15, "keep only one"),
+    ("every: 5m", "cron: '61 * * * *'", "suites.core.cron", 14, "five fields"),
+    ("k: [1, 3, 5, 10]", "k: []", "suites.core.k", 15, "like [1, 5, 10]"),
+    ("k: [1, 3, 5, 10]", "k: [1, -3]", "suites.core.k[1]", 15, "1 or more"),
+    ("k: [1, 3, 5, 10]", "k: [1, x]", "suites.core.k[1]", 15, "write a whole number"),
+    ("depth: 10", "depth: 5", "suites.core.depth", 16, "set depth: 10 or more"),
+    ("depth: 10", "depth: 10\n    baseline: latest", "suites.core.baseline", 17, "'pinned' or"),
+    ("depth: 10", "depth: 10\n    min_coverage: 2", "suites.core.min_coverage", 17, "or less"),
+    ("[docs-search]", "[docs-serch]", "suites.core.targets[0]", 13, "did you mean 'docs-search'?"),
+    ("targets: [docs-search]", "targets: []", "suites.core.targets", 13, "[docs-search]"),
+    ("cases: suites/core.yaml", "cases: suites/no.yaml", "suites.core.cases", 12, "relative"),
+    ("    cases: suites/core.yaml\n", "", "suites.core.cases", 11, "add cases: suites/"),
+    ("{5: 0.8}", "{5: 1.8}", "suites.core.thresholds.hit_rate.5", 18, "or less"),
+    ("{5: 0.8}", "{0: 0.8}", "suites.core.thresholds.hit_rate.0", 18, "above 0"),
+    ("{5: 0.8}", "{20: 0.8}", "suites.core.thresholds.hit_rate.20", 18, "add 20 to k"),
+    ("hit_rate:", "hit_rat:", "suites.core.thresholds.hit_rat", 18, "did you mean 'hit_rate'?"),
+    ("mrr: 0.5", "mrr: high", "suites.core.thresholds.mrr", 19, "write a number"),
+    ("storage: sqlite:///ragcanary.db", "storage: mysql://db", "storage", 1, "postgresql+psycopg"),
+    ("listen: 127.0.0.1:9464", "listen: 9464", "listen", 2, "127.0.0.1:9464"),
+    ("listen: 127.0.0.1:9464", "listn: 127.0.0.1:9464", "listn", 2, "did you mean 'listen'?"),
+    ("listen: 127.0.0.1:9464", "log_level: loud", "log_level", 2, "debug, info"),
+    ("url: http://127.0.0.1", "url: ftp://127.0.0.1", "targets.docs-search.url", 5, "http://"),
+    ("    url: http://127.0.0.1:8088/search\n", "", "targets.docs-search.url", 4, "add url: http"),
+    ("url: http://127.0.0.1:8088", "url: ${BASE}", "targets.docs-search.url", 5, "export BASE"),
+    ("${DOCS_TOKEN}", "${DOCS-TOKEN}", "targets.docs-search.headers.Authorization", 6, "$${"),
+    (
+        '{Authorization: "Bearer ${DOCS_TOKEN}"}',
+        "{X-V: 2}",
+        "targets.docs-search.headers.X-V",
+        6,
+        "text",
+    ),
+    ('{q: "{query}", limit: "{k}"}', "{limit: 3}", "targets.docs-search", 4, '{q: "{query}"}'),
+    ("timeout: 5s", "timeout: soon", "targets.docs-search.timeout", 8, DURATION_HINT),
+    ("timeout: 5s", "timeout: 0s", "targets.docs-search.timeout", 8, DURATION_HINT),
+    ("timeout: 5s", "id: meta.[doc", "targets.docs-search.id", 8, "write a path like"),
+    ("timeout: 5s", "method: PUT", "targets.docs-search.method", 8, "'GET' or 'POST'"),
+    ("timeout: 5s", "concurrency: 0", "targets.docs-search.concurrency", 8, "1 or more"),
+    ("timeout: 5s", "retries: many", "targets.docs-search.retries", 8, "whole number"),
+    ("timeout: 5s", "verify_tls: maybe", "targets.docs-search.verify_tls", 8, "true or false"),
+    ("rate_limit: 20/s", "rate_limit: 20 a second", "targets.docs-search.rate_limit", 9, RATE_HINT),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "path", "line", "fix"), MISTAKES)
+def test_each_mistake_is_one_located_problem_with_a_fix(
+    tmp_path: Path, old: str, new: str, path: str, line: int, fix: str
+) -> None:
+    """Every kind of config mistake is reported once, at its dotted path and line, with a fix."""
+    assert old in VALID
+    [problem] = problems_of(write(tmp_path, VALID.replace(old, new, 1)))
+    assert (problem.file, problem.path, problem.line) == (
+        str(tmp_path / "ragcanary.yaml"),
+        path,
+        line,
+    )
+    assert fix in problem.fix
+
+
+def test_problem_reads_like_the_style_guide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rendered, a problem names path, value, file and line, then says what to write."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, VALID.replace("every: 5m", "every: 5 minutes"))
+    [problem] = problems_of(Path("ragcanary.yaml"))
+    assert str(problem) == (
+        "suites.core.every: '5 minutes' is not a duration (ragcanary.yaml line 14); "
+        "write it like 500ms, 30s, 5m, 1h or 30d."
+    )
+
+
+def test_five_mistakes_are_five_problems_in_line_order(tmp_path: Path) -> None:
+    """validate can print every problem at once: none hides another."""
+    text = VALID
+    for old, new in [
+        ("listen: 127.0.0.1:9464", "listen: nowhere"),
+        ("timeout: 5s", "timeout: 5 minutes"),
+        ("[docs-search]", "[docs-serch]"),
+        ("every: 5m", "evry: 5m"),
+        ("{5: 0.8}", "{5: 1.8}"),
+    ]:
+        text = text.replace(old, new)
+    found = problems_of(write(tmp_path, text))
+    assert [(p.path, p.line) for p in found] == [
+        ("listen", 2),
+        ("targets.docs-search.timeout", 8),
+        ("suites.core.targets[0]", 13),
+        ("suites.core.evry", 14),
+        ("suites.core.thresholds.hit_rate.5", 18),
+    ]
+
+
+def test_suite_file_problems_come_with_the_config_problems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken suite file is reported under its own name, after the config's own problems."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conf").mkdir()
+    write(tmp_path / "conf", VALID.replace("depth: 10", "depth: 1"), suite="cases: []\n")
+    found = problems_of(Path("conf/ragcanary.yaml"))
+    assert [(p.file, p.path, p.line) for p in found] == [
+        ("conf/ragcanary.yaml", "suites.core.depth", 16),
+        ("conf/suites/core.yaml", "cases", 1),
+    ]
+
+
+def test_a_suite_file_shared_by_suites_is_loaded_and_reported_once(tmp_path: Path) -> None:
+    """Two suites over one broken file give that file's problems once."""
+    second = "  other:\n    cases: suites/core.yaml\n    targets: [docs-search]\n"
+    found = problems_of(write(tmp_path, VALID + second, suite="cases:\n  - {id: a}\n"))
+    assert [p.path for p in found] == ["cases[0].query"]
+
+
+def test_shared_suite_file_loads_for_both_suites(tmp_path: Path) -> None:
+    """Both suites get the same cases."""
+    second = "  other:\n    cases: suites/core.yaml\n    targets: [docs-search]\n"
+    loaded = load_config(write(tmp_path, VALID + second), ENV)
+    assert loaded.suites["other"] is loaded.suites["core"]
+
+
+def test_expansion_happens_after_parsing(tmp_path: Path) -> None:
+    """A value with quotes, colons, newlines or # cannot change the YAML around it."""
+    tricky = 'x" : y\n# z ${NOT_EXPANDED_AGAIN}'
+    loaded = load_config(write(tmp_path), {"DOCS_TOKEN": tricky})
+    assert loaded.config.targets["docs-search"].headers["Authorization"] == f"Bearer {tricky}"
+
+
+def test_double_dollar_is_a_literal_reference(tmp_path: Path) -> None:
+    """``$${X}`` writes ``${X}`` and needs no variable X."""
+    text = VALID.replace('limit: "{k}"', 'limit: "{k}", note: "$${HOME} and $$"')
+    loaded = load_config(write(tmp_path, text), ENV)
+    assert loaded.config.targets["docs-search"].body["note"] == "${HOME} and $$"
+
+
+def test_unset_variable_names_variable_path_and_line(tmp_path: Path) -> None:
+    """The problem says which variable, where, and to export it; no follow-on noise."""
+    [problem] = problems_of(write(tmp_path), environ={})
+    assert problem == Problem(
+        str(tmp_path / "ragcanary.yaml"),
+        "targets.docs-search.headers.Authorization",
+        "${DOCS_TOKEN} is used but not set in the environment",
+        "export DOCS_TOKEN or remove the reference",
+        6,
+    )
+
+
+def test_secrets_never_show_in_problems(tmp_path: Path) -> None:
+    """A ${VAR} value that fails validation is redacted from the message."""
+    text = VALID.replace("timeout: 5s", "timeout: ${DOCS_TOKEN}")
+    [problem] = problems_of(write(tmp_path, text))
+    assert problem.path == "targets.docs-search.timeout"
+    assert "s3cret" not in str(problem)
+    assert "'***' is not a duration" in problem.message
+
+
+def test_environment_overrides_top_level_settings(tmp_path: Path) -> None:
+    """RAGCANARY_* beat the YAML; the admin token becomes a secret; RAGCANARY_CONFIG is no field."""
+    environ = {
+        **ENV,
+        "RAGCANARY_STORAGE": "postgresql+psycopg://canary:pw@db/ragcanary",
+        "RAGCANARY_LISTEN": "0.0.0.0:9000",
+        "RAGCANARY_LOG_LEVEL": "DEBUG",
+        "RAGCANARY_LOG_FORMAT": "json",
+        "RAGCANARY_ADMIN_TOKEN": "admin-secret",
+        "RAGCANARY_CONFIG": "elsewhere.yaml",
+        "RAGCANARY_TARGETS": "ignored",
+    }
+    loaded = load_config(write(tmp_path), environ)
+    config = loaded.config
+    assert config.storage == "postgresql+psycopg://canary:pw@db/ragcanary"
+    assert (config.listen, config.log_level, config.log_format) == ("0.0.0.0:9000", "debug", "json")
+    assert config.admin_token == "admin-secret"
+    assert {"admin-secret", "pw"} <= loaded.secrets
+
+
+def test_empty_environment_value_does_not_override(tmp_path: Path) -> None:
+    """``RAGCANARY_STORAGE=`` is treated as unset."""
+    loaded = load_config(write(tmp_path), {**ENV, "RAGCANARY_STORAGE": ""})
+    assert loaded.config.storage == "sqlite:///ragcanary.db"
+
+
+def test_bad_environment_override_names_the_variable(tmp_path: Path) -> None:
+    """A wrong override is located in the environment, not at a YAML line."""
+    [problem] = problems_of(write(tmp_path), {**ENV, "RAGCANARY_LOG_FORMAT": "xml"})
+    assert (problem.file, problem.path, problem.line) == (
+        "environment variable RAGCANARY_LOG_FORMAT",
+        "log_format",
+        None,
+    )
+    assert problem.fix == "write 'json' or 'console'"
+
+
+@pytest.mark.parametrize(
+    ("option", "environ", "expected"),
+    [
+        (Path("a.yaml"), {"RAGCANARY_CONFIG": "b.yaml"}, Path("a.yaml")),
+        (None, {"RAGCANARY_CONFIG": "b.yaml"}, Path("b.yaml")),
+        (None, {"RAGCANARY_CONFIG": ""}, Path("ragcanary.yaml")),
+        (None, {}, Path("ragcanary.yaml")),
+    ],
+)
+def test_config_path_prefers_option_then_environment(
+    option: Path | None, environ: dict[str, str], expected: Path
+) -> None:
+    """--config, else $RAGCANARY_CONFIG, else ./ragcanary.yaml."""
+    assert config_path(option, environ) == expected
+
+
+def test_missing_config_is_one_problem_with_the_fix(tmp_path: Path) -> None:
+    """No file: say which and how to point at another."""
+    path = tmp_path / "ragcanary.yaml"
+    [problem] = problems_of(path)
+    assert (problem.file, problem.message) == (str(path), "file not found")
+    assert "--config" in problem.fix
+    assert "RAGCANARY_CONFIG" in problem.fix
+
+
+def test_yaml_syntax_error_is_one_problem_at_its_line(tmp_path: Path) -> None:
+    """Broken YAML stops at one located problem."""
+    [problem] = problems_of(write(tmp_path, VALID.replace("    every: 5m", "   every: 5m")))
+    assert problem.line == 14
+    assert problem.message.startswith("YAML syntax error")
+
+
+@pytest.mark.parametrize("text", ["- a list\n", "just text\n"])
+def test_config_that_is_not_a_mapping_is_a_problem(tmp_path: Path, text: str) -> None:
+    """The top level must be settings."""
+    [problem] = problems_of(write(tmp_path, text))
+    assert problem.message == "the config is not a mapping of settings"
+
+
+def test_empty_config_is_all_defaults(tmp_path: Path) -> None:
+    """Every field has a default; an empty file validates with no targets or suites."""
+    loaded = load_config(write(tmp_path, "# nothing yet\n"), {})
+    assert loaded.config == Config()
+    assert (loaded.suites, loaded.secrets) == ({}, frozenset())
+
+
+def test_bare_sections_validate_as_empty(tmp_path: Path) -> None:
+    """``targets:`` and ``suites:`` with nothing under them are allowed while drafting."""
+    loaded = load_config(write(tmp_path, "targets:\nsuites:\n"), {})
+    assert (loaded.config.targets, loaded.config.suites) == ({}, {})
+
+
+@pytest.mark.parametrize(
+    ("fields", "floors"),
+    [
+        ({}, {}),
+        ({"hit_rate": {5: 0.8}, "mrr": 0.5}, {"hit_rate@5": 0.8, "mrr": 0.5}),
+        (
+            {
+                "ndcg": {10: 0.7, 1: 0.4},
+                "recall": {"5": 0.6},
+                "precision": {3: 0.2},
+                "map": {10: 0.3},
+            },
+            {"precision@3": 0.2, "recall@5": 0.6, "ndcg@1": 0.4, "ndcg@10": 0.7, "map@10": 0.3},
+        ),
+    ],
+)
+def test_floors_are_keyed_like_report_metrics(
+    fields: dict[str, object], floors: dict[str, float]
+) -> None:
+    """Thresholds.floors() gives NAME@K and mrr, like the report's metric keys."""
+    assert Thresholds.model_validate(fields).floors() == floors

@@ -1,0 +1,234 @@
+"""YAML and JSON loading that knows the line of every key, and problems located with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragcanary.errors import ConfigError
+from ragcanary.yamlfile import Document, dotted, line_of, load_json, load_yaml, read_text
+
+CONFIG = """\
+storage: sqlite:///x.db
+targets:
+  docs:
+    url: http://h/search
+    body: {q: "{query}", limit: 10}
+suites:
+  core:
+    k:
+      - 1
+      - 5
+    thresholds:
+      hit_rate: {5: 0.8}
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "line"),
+    [
+        ((), 1),
+        (("storage",), 1),
+        (("targets",), 2),
+        (("targets", "docs"), 3),
+        (("targets", "docs", "url"), 4),
+        (("targets", "docs", "body", "q"), 5),
+        (("suites", "core", "k"), 8),
+        (("suites", "core", "k", 0), 9),
+        (("suites", "core", "k", 1), 10),
+        (("suites", "core", "thresholds", "hit_rate", 5), 12),
+    ],
+)
+def test_every_key_and_item_maps_to_its_line(path: tuple[str | int, ...], line: int) -> None:
+    """Keys map to their own line (not their value's), items to theirs, ints keys stay ints."""
+    _, lines = load_yaml(CONFIG, "ragcanary.yaml")
+    assert lines[path] == line
+
+
+def test_data_is_what_safe_load_gives() -> None:
+    """The data is exactly yaml.safe_load's, YAML 1.1 quirks included."""
+    text = CONFIG + "flags: [yes, off, 1e5, 0x10, 2024-01-02]\n"
+    data, _ = load_yaml(text, "f.yaml")
+    assert data == yaml.safe_load(text)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(min_size=1, max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _paths(node: Any, at: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    if not isinstance(node, dict | list):
+        return [at]
+    pairs = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else ()
+    )
+    return [at] + [p for key, child in pairs for p in _paths(child, (*at, key))]
+
+
+@settings(max_examples=60)
+@given(data=json_values)
+def test_any_document_round_trips_with_a_line_for_every_path(data: Any) -> None:
+    """Whatever safe_dump writes loads back equal, with a line for every key and item."""
+    for text, load in ((yaml.safe_dump(data), load_yaml), (json.dumps(data, indent=1), load_json)):
+        loaded, lines = load(text, "f")
+        assert loaded == data
+        assert all(1 <= lines[p] <= text.count("\n") + 1 for p in _paths(data))
+
+
+def test_merged_key_is_at_the_anchor_and_own_key_where_written() -> None:
+    """After ``<<: *base`` a merged key points at the anchor, an overriding key at itself."""
+    text = "base: &b\n  x: 1\n  y: 2\nc:\n  <<: *b\n  y: 3\n"
+    data, lines = load_yaml(text, "f.yaml")
+    assert data["c"] == {"x": 1, "y": 3}
+    assert (lines["c", "x"], lines["c", "y"]) == (2, 6)
+
+
+def test_recursive_alias_does_not_hang() -> None:
+    """A self-referencing alias is walked once; an aliased item is located at its anchor."""
+    data, lines = load_yaml("a: &x\n  - *x\n", "f.yaml")
+    assert data["a"][0] is data["a"]
+    assert lines["a", 0] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message", "fix"),
+    [
+        ("a: 1\n  b: 2\n", 2, "mapping values are not allowed here", "indentation"),
+        ("a:\n\t- 1\n", 2, "found character '\\t'", "indent with spaces"),
+        ("a: [1\nb: 2\n", 2, "flow sequence that starts at line 1", "indentation"),
+        ('a: "open\n', 2, "found unexpected end of stream", "quotes"),
+        ("a: 1\n---\nb: 2\n", 2, "but found another document", "one document per file"),
+        ("a: !!python/object:os.system x\n", 1, "could not determine a constructor", "!tag"),
+        ("a: 1\nb: \x07\n", 2, "unacceptable character #x0007", "control character"),
+    ],
+)
+def test_syntax_error_is_one_problem_at_its_line(
+    text: str, line: int, message: str, fix: str
+) -> None:
+    """A YAML syntax error becomes exactly one located problem with a fix."""
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(text, "bad.yaml")
+    [problem] = caught.value.problems
+    assert (problem.file, problem.line) == ("bad.yaml", line)
+    assert message in problem.message
+    assert fix in problem.fix
+
+
+def test_duplicate_keys_are_problems_naming_both_lines() -> None:
+    """A key written twice in one mapping is reported, not silently overwritten."""
+    text = "a: 1\nb:\n  c: 1\n  d: 2\n  c: 3\na: 4\n"
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(text, "f.yaml")
+    assert [(p.line, p.message) for p in caught.value.problems] == [
+        (5, "key 'c' appears twice (lines 3 and 5)"),
+        (6, "key 'a' appears twice (lines 1 and 6)"),
+    ]
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_empty_document_is_none(text: str) -> None:
+    """An empty file loads as None, like safe_load."""
+    assert load_yaml(text, "f.yaml")[0] is None
+
+
+def test_json_values_come_from_json_and_lines_from_yaml() -> None:
+    """Exponents and surrogate pairs read as JSON means them; tab indentation still has lines."""
+    text = '{\n\t"a": 1e5,\n\t"b": ["\\ud83d\\ude00",\n\t\t2]\n}'
+    data, lines = load_json(text, "s.json")
+    assert data == {"a": 100000.0, "b": ["\U0001f600", 2]}
+    assert (lines["a",], lines["b", 0], lines["b", 1]) == (2, 3, 4)
+
+
+def test_invalid_json_is_one_problem_at_its_line() -> None:
+    """A JSON syntax error is located on the line json reports."""
+    with pytest.raises(ConfigError) as caught:
+        load_json('{"a": 1,\n "b": }', "s.json")
+    [problem] = caught.value.problems
+    assert (problem.line, problem.message) == (2, "not valid JSON: Expecting value")
+
+
+def test_json_duplicate_keys_are_problems() -> None:
+    """JSON keeps the last duplicate silently; we say so instead."""
+    with pytest.raises(ConfigError) as caught:
+        load_json('{"a": 1,\n "a": 2}', "s.json")
+    assert [p.line for p in caught.value.problems] == [2]
+
+
+@pytest.mark.parametrize(
+    ("path", "data", "shown"),
+    [
+        (("cases", 3, "query"), {"cases": [{}, {}, {}, {}]}, "cases[3].query"),
+        (("suites", "core", "thresholds", "hit_rate", 5), {}, "suites.core.thresholds.hit_rate.5"),
+        (
+            ("suites", "core", "targets", 0),
+            {"suites": {"core": {"targets": ["a"]}}},
+            "suites.core.targets[0]",
+        ),
+        (("k", 0), {"k": {0: 1}}, "k.0"),
+        ((), {}, ""),
+    ],
+)
+def test_dotted_renders_list_indexes_in_brackets(
+    path: tuple[str | int, ...], data: Any, shown: str
+) -> None:
+    """List indexes read ``[3]``; mapping keys, int or not, read ``.5``."""
+    assert dotted(path, data) == shown
+
+
+def test_line_of_a_missing_key_is_its_parents() -> None:
+    """A field that is not written is located at the nearest thing that is."""
+    _, lines = load_yaml(CONFIG, "ragcanary.yaml")
+    assert line_of(lines, ("targets", "docs", "timeout")) == 3
+    assert line_of({}, ("a",)) is None
+
+
+def test_document_problem_carries_path_and_line() -> None:
+    """A Document builds problems located in its own file."""
+    data, lines = load_yaml(CONFIG, "ragcanary.yaml")
+    problem = Document("ragcanary.yaml", data, lines).problem(
+        ("suites", "core", "k", 1), "bad", "fix"
+    )
+    assert str(problem) == "suites.core.k[1]: bad (ragcanary.yaml line 10); fix."
+
+
+def test_read_text_strips_a_bom(tmp_path: Path) -> None:
+    """Editors that write a UTF-8 BOM do not break the first key."""
+    path = tmp_path / "f.yaml"
+    path.write_bytes(b"\xef\xbb\xbfa: 1\n")
+    assert read_text(path, "f.yaml", "create it") == "a: 1\n"
+
+
+@pytest.mark.parametrize(
+    ("make", "message", "fix"),
+    [
+        (lambda p: None, "file not found", "create it"),
+        (lambda p: p.mkdir(), "is a directory", "name the file"),
+        (lambda p: p.write_bytes(b"a: \xff\n"), "is not UTF-8 text", "save it as UTF-8"),
+    ],
+)
+def test_unreadable_file_is_one_problem(tmp_path: Path, make: Any, message: str, fix: str) -> None:
+    """Missing, directory and non-UTF-8 files are problems naming the file, not tracebacks."""
+    path = tmp_path / "f.yaml"
+    make(path)
+    with pytest.raises(ConfigError) as caught:
+        read_text(path, "f.yaml", "create it")
+    [problem] = caught.value.problems
+    assert problem.file == "f.yaml"
+    assert message in problem.message
+    assert fix in problem.fix
