@@ -1,0 +1,273 @@
+"""The ``ragcanary`` command line: parse, load config, call one function, map errors to exits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ragcanary import __version__
+from ragcanary.config import LoadedConfig, config_path, load_config
+from ragcanary.errors import ConfigError, RagcanaryError, UsageError
+from ragcanary.report import dump_reports, load_reports
+
+app = typer.Typer(
+    name="ragcanary",
+    help="Canary queries against a live retriever: exact metrics, drift, regressions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+import_app = typer.Typer(help="Convert standard IR test collections into a suite file.")
+app.add_typer(import_app, name="import")
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file (default: $RAGCANARY_CONFIG, else ./ragcanary.yaml).",
+        show_default=False,
+    ),
+]
+
+
+def _load(option: Path | None) -> LoadedConfig:
+    return load_config(config_path(option, os.environ), os.environ)
+
+
+def _fail(exc: RagcanaryError) -> typer.Exit:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    lines = [str(p) for p in exc.problems] if isinstance(exc, ConfigError) else [str(exc)]
+    for line in lines:
+        err.print(f"ragcanary: {line}", markup=False)
+    if isinstance(exc, ConfigError) and len(lines) > 1:
+        err.print(f"ragcanary: {len(lines)} problems found", markup=False)
+    return typer.Exit(exc.exit_code)
+
+
+def _pairs(loaded: LoadedConfig, suite: str | None, target: str | None) -> list[tuple[str, str]]:
+    """The (suite, target) pairs a command works on, refusing names the config lacks."""
+    suites = loaded.config.suites
+    if suite is not None and suite not in suites:
+        raise UsageError(f"--suite {suite}: no such suite; the config has: {', '.join(suites)}")
+    if target is not None and target not in loaded.config.targets:
+        known = ", ".join(loaded.config.targets)
+        raise UsageError(f"--target {target}: no such target; the config has: {known}")
+    pairs = [
+        (s, t)
+        for s, cfg in suites.items()
+        if suite in (None, s)
+        for t in cfg.targets
+        if target in (None, t)
+    ]
+    if not pairs:
+        raise UsageError("nothing to run: no suite uses that target; check suites.*.targets")
+    return pairs
+
+
+@app.command()
+def run(
+    config: ConfigOption = None,
+    suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
+    target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+    baseline: Annotated[
+        Path | None, typer.Option(help="Compare with this earlier --report file.")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write the report JSON here.")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Write a Markdown summary here.")] = None,
+) -> None:
+    """Run every canary once now and gate on it: exit 0 pass, 1 regression, 3 unavailable."""
+    from ragcanary.commands import run_once
+
+    try:
+        loaded = _load(config)
+        pairs = _pairs(loaded, suite, target)
+        baselines = load_reports(baseline) if baseline else []
+        reports = asyncio.run(run_once(loaded, pairs, baselines, Console()))
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    _write_outputs(reports, report, junit, markdown)
+    raise typer.Exit(_exit_code(reports))
+
+
+def _write_outputs(
+    reports: Sequence[dict[str, Any]],
+    report: Path | None,
+    junit: Path | None,
+    markdown: Path | None,
+) -> None:
+    from ragcanary.junit import render_junit_many
+    from ragcanary.markdown import render_markdown
+
+    if report:
+        dump_reports(reports, report)
+    if junit:
+        junit.write_text(render_junit_many(reports), encoding="utf-8")
+    if markdown:
+        markdown.write_text("\n\n".join(render_markdown(r) for r in reports), encoding="utf-8")
+
+
+def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
+    outcomes = {r["outcome"] for r in reports}
+    if "regression" in outcomes:
+        return EXIT_REGRESSION
+    if "unavailable" in outcomes:
+        return EXIT_UNAVAILABLE
+    return EXIT_OK
+
+
+@app.command()
+def validate(config: ConfigOption = None) -> None:
+    """Check the config and every suite file; print every problem with file, path and line."""
+    try:
+        loaded = _load(config)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    cases = sum(len(s.cases) for s in loaded.suites.values())
+    typer.echo(
+        f"{loaded.path}: ok ({len(loaded.config.targets)} targets, "
+        f"{len(loaded.suites)} suites, {cases} cases)"
+    )
+
+
+@app.command()
+def compare(
+    target_a: Annotated[str, typer.Argument(metavar="TARGET_A")],
+    target_b: Annotated[str, typer.Argument(metavar="TARGET_B")],
+    suite: Annotated[str, typer.Option(help="The suite both targets answer.")],
+    config: ConfigOption = None,
+    report: Annotated[Path | None, typer.Option(help="Write both reports as JSON.")] = None,
+) -> None:
+    """A/B two targets on one suite; exit 1 when B is significantly worse than A."""
+    from ragcanary.commands import compare_targets
+
+    try:
+        loaded = _load(config)
+        for name in (target_a, target_b):
+            _pairs(loaded, suite, None)
+            if name not in loaded.config.targets:
+                raise UsageError(
+                    f"{name}: no such target; the config has: " + ", ".join(loaded.config.targets)
+                )
+        code, reports = asyncio.run(compare_targets(loaded, suite, target_a, target_b, Console()))
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    if report:
+        dump_reports(reports, report)
+    raise typer.Exit(code)
+
+
+@app.command()
+def bootstrap(
+    target: Annotated[str, typer.Option(help="Target to ask.")],
+    queries: Annotated[Path, typer.Option(help="One query per line (or .jsonl with 'query').")],
+    config: ConfigOption = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the draft here (default: stdout).")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Results to show per query.")] = 10,
+) -> None:
+    """Draft a suite from live results, for a person to label."""
+    from ragcanary.commands import draft
+
+    try:
+        loaded = _load(config)
+        if target not in loaded.config.targets:
+            raise UsageError(
+                f"--target {target}: no such target; the config has: "
+                + ", ".join(loaded.config.targets)
+            )
+        text = asyncio.run(draft(loaded, target, queries, depth))
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    if out:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}; label each case's `relevant:` from the listed results")
+    else:
+        sys.stdout.write(text)
+
+
+@import_app.command("beir")
+def import_beir(
+    directory: Annotated[Path, typer.Argument(metavar="DIR")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Suite file to write.")] = Path(
+        "suite.yaml"
+    ),
+    split: Annotated[str, typer.Option(help="qrels split to read.")] = "test",
+) -> None:
+    """Write a suite file from a BEIR dataset directory (queries.jsonl, qrels/SPLIT.tsv)."""
+    from ragcanary.commands import import_collection
+
+    try:
+        message = import_collection("beir", (directory,), out, split=split)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    typer.echo(message)
+
+
+@import_app.command("trec")
+def import_trec(
+    qrels: Annotated[Path, typer.Argument(metavar="QRELS")],
+    topics: Annotated[Path, typer.Argument(metavar="TOPICS")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Suite file to write.")] = Path(
+        "suite.yaml"
+    ),
+) -> None:
+    """Write a suite file from TREC qrels and topics."""
+    from ragcanary.commands import import_collection
+
+    try:
+        message = import_collection("trec", (qrels, topics), out)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    typer.echo(message)
+
+
+@app.command()
+def demo(
+    drift: Annotated[
+        str,
+        typer.Option(help="Start the retriever degraded: drop-docs, shift-scores, shuffle, down."),
+    ] = "normal",
+    port: Annotated[int, typer.Option(help="Port of the demo retriever.")] = 8088,
+    workdir: Annotated[Path, typer.Option(help="Where the demo writes its config.")] = Path(
+        "ragcanary-demo"
+    ),
+) -> None:
+    """Start the bundled demo retriever and run the demo suite against it."""
+    from ragcanary.commands import run_demo
+
+    try:
+        code = run_demo(drift, port, workdir, Console())
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ragcanary {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
+    ] = False,
+) -> None:
+    """ragcanary: know before your users do that retrieval got worse."""
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,39 @@
+"""One cycle of a suite against a target: ask the target, evaluate against a baseline, report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+
+from ragcanary.config import LoadedConfig
+from ragcanary.evaluation import Evaluation, evaluate
+from ragcanary.redact import Redactor
+from ragcanary.results import CaseResult, RunResult
+from ragcanary.runner import run_suite
+from ragcanary.target import HttpTarget
+
+
+async def run_cycle(
+    loaded: LoadedConfig,
+    suite_name: str,
+    target_name: str,
+    client: httpx.AsyncClient,
+    *,
+    baseline: RunResult | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> Evaluation:
+    """Run ``suite_name`` once against ``target_name`` and judge it against ``baseline``."""
+    suite_cfg = loaded.config.suites[suite_name]
+    target_cfg = loaded.config.targets[target_name]
+    target = HttpTarget(target_name, target_cfg, client, redact=Redactor(loaded.secrets))
+    run = await run_suite(
+        suite_name,
+        loaded.suites[suite_name],
+        target,
+        depth=suite_cfg.depth,
+        concurrency=target_cfg.concurrency,
+        rate_limit=target_cfg.rate_limit,
+        on_result=on_result,
+    )
+    return evaluate(run, suite_cfg, baseline)

@@ -1,0 +1,45 @@
+"""One run judged as a whole: scores, drift and verdict against an optional baseline run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragcanary.config import SuiteConfig
+from ragcanary.drift import Drift, compare_runs
+from ragcanary.results import RunResult
+from ragcanary.scoring import RunScores, score_run
+from ragcanary.verdict import Policy, Verdict, judge
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything ragcanary concludes from one run; reports and metrics are rendered from it."""
+
+    run: RunResult
+    scores: RunScores
+    verdict: Verdict
+    drift: Drift | None = None
+    baseline_run_id: str | None = None
+
+
+def policy_for(suite: SuiteConfig) -> Policy:
+    """The suite's thresholds as the verdict needs them."""
+    t = suite.thresholds
+    return Policy(
+        floors=t.floors(),
+        max_drop=t.max_drop,
+        significance=t.significance,
+        min_rank_overlap=t.min_rank_overlap,
+        min_coverage=suite.min_coverage,
+    )
+
+
+def evaluate(run: RunResult, suite: SuiteConfig, baseline: RunResult | None = None) -> Evaluation:
+    """Score ``run``, compare it with ``baseline`` (scored with the same labels), and judge it."""
+    scores = score_run(run, suite.k, suite.depth, suite.gain)
+    if baseline is None:
+        return Evaluation(run, scores, judge(scores, run.coverage, policy_for(suite)))
+    baseline_scores = score_run(baseline, suite.k, suite.depth, suite.gain)
+    drift = compare_runs(run, baseline, suite.depth, suite.thresholds.score_drift)
+    verdict = judge(scores, run.coverage, policy_for(suite), baseline_scores, drift)
+    return Evaluation(run, scores, verdict, drift, baseline.run_id)

@@ -1,0 +1,262 @@
+"""`ragcanary run`, `validate` and `compare` end to end, against a real retriever on 127.0.0.1.
+
+The retriever's API is not the contract's example: hits live under ``data.matches``, ids
+are nested in ``chunk.meta.parent_id`` and an API key comes from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytrec_eval
+from retrievers import FakeRetriever
+from typer.testing import CliRunner
+
+from ragcanary.cli import app
+
+API_KEY = "sk-live-7f3a9c1e5b"
+QUERIES = [f"question {i:02d}" for i in range(30)]
+
+
+def _corpus() -> dict[str, list[tuple[str, float]]]:
+    """Thirty queries, ten ranked docs each; the relevant doc sits at rank 1, 2 or 3."""
+    corpus = {}
+    for i, query in enumerate(QUERIES):
+        others = [f"doc-{i}-{j}" for j in range(9)]
+        others.insert(i % 3, f"rel-{i}")
+        corpus[query] = [(doc, round(0.95 - r * 0.05, 4)) for r, doc in enumerate(others)]
+    return corpus
+
+
+SUITE = {
+    "cases": [
+        {"id": f"case-{i:02d}", "query": q, "relevant": {f"rel-{i}": 2, f"doc-{i}-0": 1}}
+        for i, q in enumerate(QUERIES)
+    ]
+    + [{"id": "label-free", "query": QUERIES[0]}]
+}
+
+CONFIG = """\
+targets:
+  vendor:
+    url: {url}
+    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
+    body: {{text: "{{query}}", top_k: "{{k}}"}}
+    results: data.matches
+    id: chunk.meta.parent_id
+    score: relevance
+    timeout: 2s
+    retries: 0
+  {extra}
+suites:
+  core:
+    cases: suite.yaml
+    targets: [vendor]
+    k: [1, 3, 5, 10]
+    depth: 10
+    thresholds:
+      max_drop: 0.02
+"""
+
+
+@pytest.fixture
+def retriever() -> Iterator[FakeRetriever]:
+    with FakeRetriever(corpus=_corpus(), api_key=API_KEY) as fake:
+        yield fake
+
+
+def _write_config(tmp_path: Path, url: str, extra: str = "") -> Path:
+    (tmp_path / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
+    path = tmp_path / "ragcanary.yaml"
+    path.write_text(CONFIG.format(url=url, extra=extra), encoding="utf-8")
+    return path
+
+
+def _invoke(*args: str) -> Any:
+    result = CliRunner().invoke(app, list(args), env={"VENDOR_KEY": API_KEY, "COLUMNS": "200"})
+    assert API_KEY not in result.output
+    return result
+
+
+def _trec_eval(run: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    qrels = {
+        c["id"]: {doc: grade for doc, grade in c["relevant"].items()}
+        for c in SUITE["cases"]
+        if "relevant" in c
+    }
+    trec_run = {
+        case: {doc: float(len(ids) - r) for r, doc in enumerate(ids)}
+        for case, ids in run.items()
+        if case in qrels
+    }
+    measures = {
+        "P_1,3,5,10",
+        "recall_1,3,5,10",
+        "ndcg_cut_1,3,5,10",
+        "recip_rank",
+        "success_1,3,5,10",
+    }
+    return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(trec_run)  # type: ignore[no-any-return]
+
+
+def test_run_reports_exactly_what_was_served_and_equals_trec_eval(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    config = _write_config(tmp_path, retriever.url)
+    out = tmp_path / "out"
+    out.mkdir()
+    result = _invoke(
+        "run",
+        "-c",
+        str(config),
+        "--report",
+        str(out / "report.json"),
+        "--junit",
+        str(out / "junit.xml"),
+        "--markdown",
+        str(out / "summary.md"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["outcome"] == "ok"
+    assert report["coverage"] == 1.0
+    assert report["duration_s"] > 0
+    for case in report["cases"]:
+        served = [doc for doc, _ in retriever.ranked(case["query"], 10)]
+        assert case["ids"] == served
+    reference = _trec_eval({c["id"]: c["ids"] for c in report["cases"]})
+    names = {
+        "P_": "precision@",
+        "recall_": "recall@",
+        "ndcg_cut_": "ndcg@",
+        "success_": "hit_rate@",
+    }
+    for case in report["cases"]:
+        if case["id"] not in reference:
+            assert case["metrics"] == {}
+            continue
+        expected = reference[case["id"]]
+        assert abs(case["metrics"]["rr"] - expected["recip_rank"]) < 1e-6
+        for prefix, name in names.items():
+            for k in (1, 3, 5, 10):
+                assert abs(case["metrics"][f"{name}{k}"] - expected[f"{prefix}{k}"]) < 1e-6
+    assert all(r.headers.get("X-Api-Key") == API_KEY for r in retriever.requests)
+    assert all(r.body["top_k"] == 10 for r in retriever.requests)
+    suites = ET.parse(out / "junit.xml").getroot()
+    assert suites.get("tests") == str(len(SUITE["cases"]) + 1)
+    assert "pass" in (out / "summary.md").read_text()
+    for name in ("report.json", "junit.xml", "summary.md"):
+        assert API_KEY not in (out / name).read_text()
+
+
+def test_unchanged_retriever_passes_against_its_own_baseline(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    config = _write_config(tmp_path, retriever.url)
+    baseline = tmp_path / "baseline.json"
+    assert _invoke("run", "-c", str(config), "--report", str(baseline)).exit_code == 0
+    result = _invoke(
+        "run",
+        "-c",
+        str(config),
+        "--baseline",
+        str(baseline),
+        "--report",
+        str(tmp_path / "now.json"),
+    )
+    assert result.exit_code == 0, result.output
+    now = json.loads((tmp_path / "now.json").read_text())
+    assert now["baseline"]["rank_overlap"] == 1.0
+    assert now["baseline"]["score_drift"] == 0.0
+    assert all(delta == 0.0 for delta in now["baseline"]["deltas"].values())
+    assert now["regressions"] == []
+
+
+def test_removing_relevant_documents_exits_1_with_regressions_listed(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    config = _write_config(tmp_path, retriever.url)
+    baseline = tmp_path / "baseline.json"
+    assert _invoke("run", "-c", str(config), "--report", str(baseline)).exit_code == 0
+    # 40% of the queries lose every relevant document.
+    retriever.drop_ids = {f"rel-{i}" for i in range(12)} | {f"doc-{i}-0" for i in range(12)}
+    report_path = tmp_path / "after.json"
+    result = _invoke(
+        "run", "-c", str(config), "--baseline", str(baseline), "--report", str(report_path)
+    )
+    assert result.exit_code == 1, result.output
+    assert "REGRESSION" in result.output
+    report = json.loads(report_path.read_text())
+    assert report["outcome"] == "regression"
+    regressed = {r["case"] for r in report["regressions"]}
+    assert regressed == {f"case-{i:02d}" for i in range(12)}
+    assert report["baseline"]["deltas"]["hit_rate@5"] == pytest.approx(-0.4)
+    assert report["baseline"]["p_values"]["hit_rate@5"] < 0.001
+    assert any(f["kind"] == "drop" and f["metric"] == "hit_rate@5" for f in report["failures"])
+
+
+def test_outage_exits_3_unavailable_not_regression(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    config = _write_config(tmp_path, retriever.url)
+    retriever.status = 503
+    report_path = tmp_path / "report.json"
+    result = _invoke("run", "-c", str(config), "--report", str(report_path))
+    assert result.exit_code == 3, result.output
+    report = json.loads(report_path.read_text())
+    assert report["outcome"] == "unavailable"
+    assert report["coverage"] == 0.0
+    assert report["metrics"] == {}
+    assert report["counts"]["outcomes"]["http_5xx"] == len(SUITE["cases"])
+
+
+def test_bad_duration_exits_2_naming_the_field(tmp_path: Path) -> None:
+    config = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
+    config.write_text(config.read_text().replace("timeout: 2s", "timeout: 2 minutes-ish"))
+    for command in ("run", "validate"):
+        result = _invoke(command, "-c", str(config))
+        assert result.exit_code == 2
+        assert "targets.vendor.timeout" in result.output
+        assert "line 9" in result.output
+        assert "30s" in result.output
+
+
+def test_missing_suite_file_exits_2_naming_the_file(tmp_path: Path) -> None:
+    config = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
+    (tmp_path / "suite.yaml").unlink()
+    result = _invoke("validate", "-c", str(config))
+    assert result.exit_code == 2
+    assert "suite.yaml" in result.output
+    assert "suites.core.cases" in result.output
+
+
+def test_validate_passes_a_good_config(tmp_path: Path) -> None:
+    config = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
+    result = _invoke("validate", "-c", str(config))
+    assert result.exit_code == 0, result.output
+    assert "31 cases" in result.output
+
+
+def test_compare_exits_1_when_b_is_clearly_worse(tmp_path: Path, retriever: FakeRetriever) -> None:
+    with FakeRetriever(corpus=_corpus(), api_key=API_KEY) as worse:
+        worse.drop_ids = {f"rel-{i}" for i in range(15)}
+        extra = (
+            f'worse:\n    url: {worse.url}\n    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}\n'
+            '    body: {text: "{query}", top_k: "{k}"}\n    results: data.matches\n'
+            "    id: chunk.meta.parent_id\n    score: relevance\n"
+        )
+        config = _write_config(tmp_path, retriever.url, extra)
+        config.write_text(
+            config.read_text().replace("targets: [vendor]", "targets: [vendor, worse]")
+        )
+        result = _invoke("compare", "-c", str(config), "--suite", "core", "vendor", "worse")
+        assert result.exit_code == 1, result.output
+        assert "win/tie/loss" in result.output
+        same = _invoke("compare", "-c", str(config), "--suite", "core", "vendor", "vendor")
+        assert same.exit_code == 0, same.output
