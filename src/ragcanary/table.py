@@ -22,22 +22,39 @@ def _fmt(value: Any, signed: bool = False) -> str:
 
 
 def metrics_table(report: Mapping[str, Any]) -> Table:
-    """Aggregate metrics, with the baseline's deltas and p-values when there is a baseline."""
+    """Aggregates as a grid, one row a metric and one column a cut-off.
+
+    With a baseline each cell also shows the delta; a drop that failed the run is red.
+    """
     baseline = report.get("baseline") or {}
-    deltas, p_values = baseline.get("deltas", {}), baseline.get("p_values", {})
-    table = Table(title="metrics", title_justify="left")
+    deltas = baseline.get("deltas", {})
+    failed = {f["metric"] for f in report.get("failures", []) if f.get("kind") in ("drop", "floor")}
+    rows: dict[str, dict[str, str]] = {}
+    for key in report["metrics"]:
+        name, _, k = key.partition("@")
+        rows.setdefault(name, {})[k] = key
+    ks = sorted({k for cols in rows.values() for k in cols if k}, key=int)
+    table = Table(title="metrics" + (" (Δ vs baseline)" if baseline else ""), title_justify="left")
+    # Metrics without a cut-off (mrr) get a last, unnamed column.
+    columns = ks + ([""] if any("" in cols for cols in rows.values()) else [])
     table.add_column("metric")
-    table.add_column("value", justify="right")
-    if baseline:
-        table.add_column("Δ baseline", justify="right")
-        table.add_column("p", justify="right")
-    for metric, value in report["metrics"].items():
-        row = [metric, _fmt(value)]
-        if baseline:
-            delta = deltas.get(metric)
-            style = "red" if delta is not None and delta < 0 else ""
-            row += [Text(_fmt(delta, signed=True), style=style), _fmt(p_values.get(metric))]
-        table.add_row(*row)
+    for k in columns:
+        table.add_column(f"@{k}" if k else "", justify="right")
+    for name, cols in rows.items():
+        cells: list[Text] = []
+        for k in columns:
+            key = cols.get(k)
+            if key is None:
+                cells.append(Text(""))
+                continue
+            cell = Text(_fmt(report["metrics"][key]))
+            delta = deltas.get(key)
+            if baseline and delta is not None:
+                cell.append(f" {_fmt(delta, signed=True)}", style="red" if delta < 0 else "dim")
+            if key in failed:
+                cell.stylize("bold red")
+            cells.append(cell)
+        table.add_row(name, *cells)
     return table
 
 
