@@ -1,0 +1,294 @@
+"""The database tables of runs, per-case results and baselines, their upgrades, and report rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Connection,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    inspect,
+    select,
+)
+from sqlalchemy.types import TypeDecorator
+
+NAME_LENGTH = 200  # suite, target, case and run ids
+OUTCOME_LENGTH = 32
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware instant, stored in UTC and always read back as an aware UTC datetime.
+
+    SQLite keeps no offset at all, so values are normalised to UTC on the way in (which also
+    keeps its text comparisons chronological) and given back their UTC offset on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"{value.isoformat()} has no timezone; pass an aware datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _json() -> JSON:
+    # Python None becomes SQL NULL rather than the JSON text 'null': smaller, and the same on read.
+    return JSON(none_as_null=True)
+
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(NAME_LENGTH), primary_key=True),
+    Column("suite", String(NAME_LENGTH), nullable=False),
+    Column("target", String(NAME_LENGTH), nullable=False),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("duration_s", Float),
+    Column("outcome", String(OUTCOME_LENGTH), nullable=False),
+    Column("coverage", Float),
+    # The run-level part of the report dict: everything except "cases".
+    Column("report", _json(), nullable=False),
+    # list_runs / latest_run for one pair, and case_history's join when it starts from runs.
+    Index("runs_suite_target_started", "suite", "target", "started_at"),
+    # list_runs without filters (newest first) and prune (oldest first).
+    Index("runs_started", "started_at"),
+)
+
+results = Table(
+    "results",
+    metadata,
+    Column("run_id", String(NAME_LENGTH), ForeignKey("runs.run_id"), primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("case_id", String(NAME_LENGTH), nullable=False),
+    Column("query", Text),
+    Column("kind", Text),
+    Column("outcome", Text),
+    Column("ids", _json()),
+    Column("scores", _json()),
+    Column("latency_s", Float),
+    Column("error", Text),
+    Column("metrics", _json()),
+    # Every other key of the case entry (vs_baseline...), and values that do not fit a column.
+    Column("extra", _json()),
+    # One canary's history: every run that has the case, then a primary-key hop to runs.
+    Index("results_case_run", "case_id", "run_id"),
+)
+
+baselines = Table(
+    "baselines",
+    metadata,
+    Column("suite", String(NAME_LENGTH), primary_key=True),
+    Column("target", String(NAME_LENGTH), primary_key=True),
+    Column("run_id", String(NAME_LENGTH), ForeignKey("runs.run_id"), nullable=False),
+    Column("set_at", UTCDateTime(), nullable=False),
+)
+
+# One row per version the database was created at or upgraded to; the highest is current.
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", UTCDateTime(), nullable=False),
+)
+
+Upgrade = Callable[[Connection], None]
+
+# UPGRADES[n] turns a version-n database into version n + 1, in place, keeping its data; the
+# tables above always describe the newest version. A change to them adds the next entry here
+# (e.g. an ALTER TABLE ... ADD COLUMN), written in DDL both SQLite and PostgreSQL accept.
+UPGRADES: Mapping[int, Upgrade] = {}
+
+
+_MIGRATE_LOCK = 0x7261_6763  # PostgreSQL advisory lock key serialising concurrent migrations
+
+
+def latest_version(upgrades: Mapping[int, Upgrade]) -> int:
+    """The version the tables above are at, given the upgrades that lead to them from version 1."""
+    expected = set(range(1, len(upgrades) + 1))
+    if set(upgrades) != expected:
+        raise ValueError(f"upgrades must be numbered 1..{len(upgrades)}, got {sorted(upgrades)}")
+    return len(upgrades) + 1
+
+
+def current_version(conn: Connection) -> int | None:
+    """The schema version of the database behind ``conn``, or None before it has tables."""
+    if not inspect(conn).has_table(schema_version.name):
+        return None
+    version: int | None = conn.execute(select(func.max(schema_version.c.version))).scalar()
+    return version
+
+
+def migrate(conn: Connection, upgrades: Mapping[int, Upgrade], now: datetime) -> None:
+    """Create the tables at the newest version, or upgrade older ones in place, in one transaction.
+
+    Raises ValueError when the database is newer than ``upgrades`` lead to.
+    """
+    latest = latest_version(upgrades)
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(_MIGRATE_LOCK)))
+    version = current_version(conn)
+    if version is None:
+        metadata.create_all(conn)
+        conn.execute(schema_version.insert().values(version=latest, applied_at=now))
+        return
+    if version > latest:
+        raise ValueError(f"schema version {version} is newer than this ragcanary knows ({latest})")
+    for step in range(version, latest):
+        upgrades[step](conn)
+        conn.execute(schema_version.insert().values(version=step + 1, applied_at=now))
+
+
+# Reports as rows -------------------------------------------------------------------------------
+
+_ABSENT = "~absent"  # key in results.extra listing the entry keys that were missing
+
+
+def run_row(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The runs row of a report, after checking what the columns and queries rely on."""
+    run_id = report.get("run_id")
+    where = f"report {run_id!r}" if isinstance(run_id, str) else "a report"
+    for key in ("run_id", "suite", "target", "outcome", "started_at"):
+        if not isinstance(report.get(key), str) or not report[key]:
+            raise ValueError(f"{where} has no {key} string")
+    for key in ("run_id", "suite", "target"):
+        if not _name(report[key]):
+            raise ValueError(
+                f"{where}: {key} is not plain text of {NAME_LENGTH} characters or less"
+            )
+    if len(report["outcome"]) > OUTCOME_LENGTH:
+        raise ValueError(f"{where} has an outcome longer than {OUTCOME_LENGTH} characters")
+    try:
+        started_at = datetime.fromisoformat(report["started_at"])
+    except ValueError:
+        raise ValueError(f"{where}: started_at {report['started_at']!r} is not ISO-8601") from None
+    cases = report.get("cases")
+    if not isinstance(cases, list) or not all(
+        isinstance(c, Mapping) and _name(c.get("id")) for c in cases
+    ):
+        raise ValueError(
+            f"{where}: cases must be a list of objects, each with an id of plain text of "
+            f"{NAME_LENGTH} characters or less"
+        )
+    for key in ("duration_s", "coverage"):
+        if not _number_or_none(report.get(key)):
+            raise ValueError(f"{where}: {key} must be a number")
+    try:
+        json.dumps(report, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"{where} is not plain JSON ({error}); NaN and objects cannot be stored"
+        ) from None
+    return {
+        "run_id": report["run_id"],
+        "suite": report["suite"],
+        "target": report["target"],
+        # A report without an offset is taken as UTC, the daemon's clock.
+        "started_at": started_at if started_at.tzinfo else started_at.replace(tzinfo=UTC),
+        "duration_s": report.get("duration_s"),
+        "outcome": report["outcome"],
+        "coverage": report.get("coverage"),
+        "report": {key: value for key, value in report.items() if key != "cases"},
+    }
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= NAME_LENGTH and _text_or_none(value)
+
+
+def _float_or_none(value: Any) -> bool:
+    # Only floats: an int in a float column would come back as a float, and a big one inexact.
+    return value is None or isinstance(value, float)
+
+
+def _text_or_none(value: Any) -> bool:
+    # PostgreSQL text cannot hold NUL, and neither driver can encode a lone surrogate;
+    # such strings go to the JSON column, which escapes them.
+    if value is None:
+        return True
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _any(value: Any) -> bool:
+    return True
+
+
+# Case-entry key -> (results column, whether a value fits that column), in to_report's order.
+_CASE_COLUMNS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "id": ("case_id", _text_or_none),
+    "query": ("query", _text_or_none),
+    "kind": ("kind", _text_or_none),
+    "outcome": ("outcome", _text_or_none),
+    "ids": ("ids", _any),
+    "scores": ("scores", _any),
+    "latency_s": ("latency_s", _float_or_none),
+    "error": ("error", _text_or_none),
+    "metrics": ("metrics", _any),
+}
+
+
+def case_row(run_id: str, position: int, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The results row of one case entry; case_entry inverts it exactly."""
+    row: dict[str, Any] = {"run_id": run_id, "position": position}
+    extra = {key: value for key, value in entry.items() if key not in _CASE_COLUMNS}
+    absent = []
+    for key, (column, fits) in _CASE_COLUMNS.items():
+        row[column] = None
+        if key not in entry:
+            absent.append(key)
+        elif fits(entry[key]):
+            row[column] = entry[key]
+        else:
+            extra[key] = entry[key]
+    if absent:
+        extra[_ABSENT] = absent
+    row["extra"] = extra or None
+    return row
+
+
+def case_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """The case entry of a results row, equal to the one case_row was given."""
+    extra = dict(row["extra"] or {})
+    absent = set(extra.pop(_ABSENT, ()))
+    entry = {}
+    for key, (column, _fits) in _CASE_COLUMNS.items():
+        if key in extra:
+            entry[key] = extra.pop(key)
+        elif key not in absent:
+            entry[key] = row[column]
+    entry.update(extra)
+    return entry

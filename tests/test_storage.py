@@ -1,0 +1,615 @@
+"""Storage of runs, results and baselines, on a real SQLite file and the local PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy
+from factories import answer, case, run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ragcanary.config import SuiteConfig
+from ragcanary.evaluation import evaluate
+from ragcanary.report import to_report
+from ragcanary.storage import StorageError, StorageUnavailable, Store, make_engine
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+SUMMARY_KEYS = {
+    "run_id",
+    "suite",
+    "target",
+    "started_at",
+    "duration_s",
+    "outcome",
+    "coverage",
+    "metrics",
+}
+
+
+def make_report(
+    run_id: str,
+    started_at: datetime | str = NOW,
+    *,
+    suite: str = "core",
+    target: str = "search",
+    outcome: str = "ok",
+    case_ids: tuple[str, ...] = ("alpha", "beta"),
+) -> dict[str, Any]:
+    """A report shaped like to_report's, small enough to write by hand."""
+    return {
+        "suite": suite,
+        "target": target,
+        "run_id": run_id,
+        "started_at": started_at if isinstance(started_at, str) else started_at.isoformat(),
+        "duration_s": 1.25,
+        "outcome": outcome,
+        "coverage": 1.0,
+        "metrics": {"hit_rate@5": 1.0, "mrr": 0.75},
+        "metrics_by_tag": {},
+        "baseline": None,
+        "failures": [],
+        "regressions": [],
+        "counts": {"cases": len(case_ids), "answered": len(case_ids)},
+        "cases": [
+            {
+                "id": case_id,
+                "query": f"query {case_id}",
+                "kind": "labelled",
+                "outcome": "ok",
+                "ids": [f"{case_id}-doc", f"{run_id}-doc"],
+                "scores": [0.9, 0.5],
+                "latency_s": 0.02,
+                "error": None,
+                "metrics": {"hit_rate@5": 1.0, "rr": 1.0},
+            }
+            for case_id in case_ids
+        ],
+    }
+
+
+def evaluated_report() -> dict[str, Any]:
+    """A real report of to_report, compared with a baseline so every optional part is there."""
+    cases = [case("alpha", ["a"], tags=("dev",)), case("neg", []), case("free")]
+    suite = SuiteConfig(cases="suite.yaml", targets=["search"])
+    baseline = run([(cases[0], answer(["a", "b"])), (cases[2], answer(["x"], [0.4]))], "base")
+    current = dataclasses.replace(
+        run(
+            [
+                (cases[0], answer(["b", "a"], [0.8, 0.7])),
+                (cases[1], answer(["n"], [0.9])),
+                (cases[2], answer([], outcome="timeout")),
+            ],
+            "current",
+        ),
+        started_at=NOW,
+    )
+    return to_report(evaluate(current, suite, baseline))
+
+
+def count_rows(url: str, table: str) -> int:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sqlalchemy.text(f"SELECT count(*) FROM {table}")).scalar_one())
+    finally:
+        engine.dispose()
+
+
+# Saving and reading back -----------------------------------------------------------------------
+
+
+def test_saved_report_reads_back_equal_with_keys_in_order(store: Store) -> None:
+    """A real to_report dict comes back equal, and serialises to the same JSON text."""
+    report = evaluated_report()
+    assert report["cases"][0]["vs_baseline"]  # the comparison parts are really exercised
+    store.save_run(report)
+    got = store.get_report("current")
+    assert got == report
+    assert json.dumps(got) == json.dumps(report)
+
+
+def test_unknown_run_reads_as_none(store: Store) -> None:
+    """Asking for a run that was never saved gives None, not an error."""
+    assert store.get_report("nope") is None
+
+
+def test_saving_a_run_twice_keeps_the_first_copy_only(store: Store, store_url: str) -> None:
+    """A retried save is harmless: one run, one set of result rows, the first content."""
+    first = make_report("r1")
+    store.save_run(first)
+    store.save_run(first)
+    store.save_run({**make_report("r1"), "outcome": "regression"})
+    assert store.get_report("r1") == first
+    assert [r["run_id"] for r in store.list_runs()] == ["r1"]
+    assert count_rows(store_url, "results") == 2
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param({"id": "bare"}, id="only-an-id"),
+        pytest.param({"id": "x", "latency_s": 3, "kind": 7}, id="values-of-other-types"),
+        pytest.param({"id": "x", "error": "NUL \x00 byte", "query": "lone \ud800"}, id="odd-text"),
+        pytest.param({"id": "x", "ids": None, "metrics": None, "error": None}, id="nulls"),
+        pytest.param(
+            {"id": "x", "vs_baseline": {"rbo": 0.5}, "note": [1, {"a": None}]}, id="extra"
+        ),
+        pytest.param({"metrics": {}, "id": "x", "ids": []}, id="keys-out-of-order"),
+    ],
+)
+def test_unusual_case_entries_round_trip_exactly(store: Store, entry: dict[str, Any]) -> None:
+    """Missing keys stay missing, None stays None, odd values and extra keys survive."""
+    report = {**make_report("r1"), "cases": [entry]}
+    store.save_run(report)
+    assert store.get_report("r1") == report
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_entries = st.fixed_dictionaries(
+    {"id": st.text(st.characters(exclude_characters="\x00"), max_size=8)},
+    optional={
+        key: _json
+        for key in ("query", "kind", "outcome", "ids", "scores", "latency_s", "error", "metrics")
+    }
+    | {"vs_baseline": _json, "something_new": _json},
+)
+_run_ids = itertools.count()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(entries=st.lists(_entries, max_size=4))
+def test_any_json_case_entries_round_trip(store: Store, entries: list[dict[str, Any]]) -> None:
+    """Whatever JSON a case entry holds, get_report returns it equal."""
+    report = {**make_report(f"prop-{next(_run_ids)}"), "cases": entries}
+    store.save_run(report)
+    assert store.get_report(report["run_id"]) == report
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"run_id": None}, "no run_id"),
+        ({"suite": ""}, "empty suite"),
+        ({"target": "t" * 201}, "target too long"),
+        ({"run_id": "nul\x00"}, "NUL in run_id"),
+        ({"cases": [{"id": "c" * 201}]}, "case id too long"),
+        ({"started_at": "yesterday"}, "started_at not ISO"),
+        ({"outcome": "x" * 40}, "outcome too long"),
+        ({"coverage": "high"}, "coverage not a number"),
+        ({"cases": {"alpha": {}}}, "cases not a list"),
+        ({"cases": [{"query": "no id"}]}, "case without id"),
+        ({"metrics": {"mrr": float("nan")}}, "NaN"),
+        ({"metrics": {"when": NOW}}, "not JSON"),
+    ],
+)
+def test_malformed_reports_are_refused_and_store_nothing(
+    store: Store, change: dict[str, Any], why: str
+) -> None:
+    """A report the columns cannot hold is a StorageError, not Unavailable: retrying is futile."""
+    with pytest.raises(StorageError) as raised:
+        store.save_run({**make_report("bad"), **change})
+    assert not isinstance(raised.value, StorageUnavailable), why
+    assert store.list_runs() == []
+
+
+def test_concurrent_writers_all_succeed(store_url: str) -> None:
+    """Two stores on one database, writing from several threads at once, lose nothing."""
+    with Store.from_url(store_url) as one, Store.from_url(store_url) as two:
+        one.migrate()
+        stores = [one, two]
+        at = [NOW + timedelta(minutes=i) for i in range(24)]
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(lambda i: stores[i % 2].save_run(make_report(f"r{i}", at[i])), range(24)))
+        assert len(one.list_runs(limit=100)) == 24
+
+
+# Listing --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def listed(store: Store) -> Store:
+    for run_id, minutes, suite, target in [
+        ("b", 20, "core", "search"),
+        ("a", 10, "core", "search"),
+        ("d", 40, "core", "other"),
+        ("c", 30, "extra", "search"),
+    ]:
+        store.save_run(
+            make_report(run_id, NOW + timedelta(minutes=minutes), suite=suite, target=target)
+        )
+    return store
+
+
+@pytest.mark.parametrize(
+    ("suite", "target", "limit", "expected"),
+    [
+        (None, None, 50, ["d", "c", "b", "a"]),
+        ("core", None, 50, ["d", "b", "a"]),
+        (None, "search", 50, ["c", "b", "a"]),
+        ("core", "search", 50, ["b", "a"]),
+        ("core", "search", 1, ["b"]),
+        (None, None, 0, []),
+        ("nope", None, 50, []),
+    ],
+)
+def test_list_runs_is_newest_first_and_filtered(
+    listed: Store, suite: str | None, target: str | None, limit: int, expected: list[str]
+) -> None:
+    """Runs are listed newest first, narrowed by suite and target, at most ``limit``."""
+    assert [r["run_id"] for r in listed.list_runs(suite, target, limit)] == expected
+
+
+def test_list_runs_gives_summaries_with_aware_utc_times(listed: Store) -> None:
+    """A summary row holds the run's headline fields and a UTC started_at."""
+    newest = listed.list_runs(limit=1)[0]
+    assert set(newest) == SUMMARY_KEYS
+    assert newest["started_at"] == NOW + timedelta(minutes=40)
+    assert newest["started_at"].utcoffset() == timedelta(0)
+    assert newest["metrics"] == {"hit_rate@5": 1.0, "mrr": 0.75}
+    assert (newest["outcome"], newest["coverage"], newest["duration_s"]) == ("ok", 1.0, 1.25)
+
+
+def test_offsets_are_compared_as_instants_and_reports_keep_their_text(store: Store) -> None:
+    """12:00 written as 14:00+02:00 sorts before 12:30Z, and reads back as 12:00 UTC."""
+    east = datetime(2026, 11, 22, 14, 0, tzinfo=timezone(timedelta(hours=2))).isoformat()
+    store.save_run(make_report("east", east))
+    store.save_run(make_report("utc", NOW + timedelta(minutes=30)))
+    runs = store.list_runs()
+    assert [r["run_id"] for r in runs] == ["utc", "east"]
+    assert runs[1]["started_at"] == NOW
+    assert runs[1]["started_at"].tzinfo == UTC
+    assert store.get_report("east")["started_at"] == east  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, "regressed"),
+        ({"outcome": "ok"}, "good"),
+        ({"exclude_unavailable": False}, "down"),
+        ({"outcome": "unavailable", "exclude_unavailable": False}, "down"),
+        ({"outcome": "unavailable"}, None),
+    ],
+)
+def test_latest_run_picks_the_newest_matching_run(
+    store: Store, kwargs: dict[str, Any], expected: str | None
+) -> None:
+    """latest_run skips unavailable runs by default and can ask for one outcome."""
+    for minutes, (run_id, outcome) in enumerate(
+        [("good", "ok"), ("regressed", "regression"), ("down", "unavailable")]
+    ):
+        store.save_run(make_report(run_id, NOW + timedelta(minutes=minutes), outcome=outcome))
+    store.save_run(make_report("elsewhere", NOW + timedelta(hours=1), target="other"))
+    latest = store.latest_run("core", "search", **kwargs)
+    assert (latest["run_id"] if latest else None) == expected
+    assert latest is None or set(latest) == SUMMARY_KEYS
+
+
+def test_latest_run_of_an_empty_pair_is_none(store: Store) -> None:
+    """No runs yet: None."""
+    assert store.latest_run("core", "search") is None
+
+
+# Baselines ------------------------------------------------------------------------------------
+
+
+def test_baseline_is_pinned_replaced_and_survives_a_new_store(store_url: str) -> None:
+    """A pinned baseline is kept in the database: a restarted daemon sees it."""
+    now = [NOW]
+    with Store(make_engine(store_url), clock=lambda: now[-1]) as store:
+        store.migrate()
+        assert store.get_baseline("core", "search") is None
+        for run_id in ("r1", "r2"):
+            store.save_run(make_report(run_id))
+        store.save_run(make_report("o1", suite="extra"))
+        store.set_baseline("core", "search", "r1")
+        now.append(NOW + timedelta(hours=1))
+        store.set_baseline("core", "search", "r2")
+    with Store.from_url(store_url) as restarted:
+        restarted.migrate()
+        restarted.set_baseline("extra", "search", "o1")
+        assert restarted.get_baseline("core", "search") == "r2"
+        rows = restarted.baselines()
+    assert [(b["suite"], b["target"], b["run_id"]) for b in rows] == [
+        ("core", "search", "r2"),
+        ("extra", "search", "o1"),
+    ]
+    assert rows[0]["set_at"] == NOW + timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("suite", "target", "run_id", "message"),
+    [
+        ("core", "search", "missing", "no run 'missing'"),
+        ("extra", "search", "r1", "is of suite 'core' on target 'search'"),
+        ("core", "other", "r1", "not 'core' on 'other'"),
+    ],
+)
+def test_set_baseline_refuses_unknown_or_foreign_runs(
+    store: Store, suite: str, target: str, run_id: str, message: str
+) -> None:
+    """Only a stored run of the same suite and target can be pinned."""
+    store.save_run(make_report("r1"))
+    with pytest.raises(StorageError, match=message):
+        store.set_baseline(suite, target, run_id)
+    assert store.get_baseline(suite, target) is None
+
+
+# History --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def history(store: Store) -> Store:
+    saved = [
+        ("t2", 120, "core", "search", "regression"),
+        ("t1", 60, "core", "search", "ok"),
+        ("o1", 90, "core", "other", "ok"),
+        ("t3", 180, "core", "search", "ok"),
+        ("x1", 100, "extra", "search", "ok"),  # same case id, another suite
+        ("n1", 150, "core", "search", "ok"),  # a run without that case
+    ]
+    for run_id, minutes, suite, target, outcome in saved:
+        cases = ("beta",) if run_id == "n1" else ("alpha", "beta")
+        at = NOW + timedelta(minutes=minutes)
+        store.save_run(
+            make_report(run_id, at, suite=suite, target=target, outcome=outcome, case_ids=cases)
+        )
+    return store
+
+
+@pytest.mark.parametrize(
+    ("target", "since_minutes", "expected"),
+    [
+        (None, None, ["t1", "o1", "t2", "t3"]),
+        ("search", None, ["t1", "t2", "t3"]),
+        (None, 90, ["o1", "t2", "t3"]),  # since is inclusive
+        ("other", 100, []),
+    ],
+)
+def test_case_history_is_oldest_first_within_suite_target_and_since(
+    history: Store, target: str | None, since_minutes: int | None, expected: list[str]
+) -> None:
+    """One canary over time: only its suite's runs, optionally one target, from ``since`` on."""
+    since = None if since_minutes is None else NOW + timedelta(minutes=since_minutes)
+    rows = history.case_history("core", "alpha", target=target, since=since)
+    assert [r["run_id"] for r in rows] == expected
+
+
+def test_case_history_rows_hold_the_case_answer(history: Store) -> None:
+    """Each point has the case's ids, scores, metrics and outcome, and the run's context."""
+    point = history.case_history("core", "alpha", target="search")[1]
+    assert point == {
+        "run_id": "t2",
+        "started_at": NOW + timedelta(minutes=120),
+        "target": "search",
+        "run_outcome": "regression",
+        "outcome": "ok",
+        "ids": ["alpha-doc", "t2-doc"],
+        "scores": [0.9, 0.5],
+        "metrics": {"hit_rate@5": 1.0, "rr": 1.0},
+        "error": None,
+        "latency_s": 0.02,
+        "vs_baseline": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, naive: s.case_history("core", "alpha", since=naive),
+        lambda s, naive: s.prune(naive, timedelta(days=1), timedelta(days=2)),
+    ],
+    ids=["case_history", "prune"],
+)
+def test_naive_datetimes_are_refused(store: Store, call: Any) -> None:
+    """A datetime without a timezone is ambiguous; the store says so instead of guessing."""
+    with pytest.raises(StorageError, match="no timezone"):
+        call(store, datetime(2026, 11, 22, 12, 0))
+
+
+# Retention ------------------------------------------------------------------------------------
+
+
+def test_prune_keeps_failed_runs_longer_and_never_the_pinned_baseline(
+    store: Store, store_url: str
+) -> None:
+    """Old ok runs go; regressed/unavailable ones stay for keep_failed; the baseline stays."""
+    ages = {
+        "old-ok": (40, "ok"),
+        "recent-ok": (10, "ok"),
+        "old-regression": (40, "regression"),
+        "old-unavailable": (40, "unavailable"),
+        "ancient-regression": (100, "regression"),
+        "old-pinned": (40, "ok"),
+    }
+    for run_id, (days, outcome) in ages.items():
+        store.save_run(make_report(run_id, NOW - timedelta(days=days), outcome=outcome))
+    store.set_baseline("core", "search", "old-pinned")
+
+    deleted = store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=90))
+
+    assert deleted == 2
+    assert {r["run_id"] for r in store.list_runs()} == {
+        "recent-ok",
+        "old-regression",
+        "old-unavailable",
+        "old-pinned",
+    }
+    assert store.get_report("old-ok") is None
+    assert count_rows(store_url, "results") == 4 * 2
+    assert store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=90)) == 0
+
+
+def test_failed_runs_are_never_kept_shorter_than_ok_runs(store: Store) -> None:
+    """A keep_failed below keep does not make failed runs go first."""
+    store.save_run(make_report("regressed", NOW - timedelta(days=10), outcome="regression"))
+    assert store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=1)) == 0
+    assert store.get_report("regressed") is not None
+
+
+def test_prune_deletes_in_batches_until_done(store_url: str) -> None:
+    """More expired runs than one batch are all deleted, and counted."""
+    with Store(make_engine(store_url), prune_batch=2) as store:
+        store.migrate()
+        for i in range(5):
+            store.save_run(make_report(f"r{i}", NOW - timedelta(days=40, minutes=i)))
+        assert store.prune(NOW, timedelta(days=30), timedelta(days=90)) == 5
+        assert store.list_runs() == []
+
+
+# Schema versions ------------------------------------------------------------------------------
+
+
+def _add_note_column(conn: sqlalchemy.Connection) -> None:
+    conn.execute(sqlalchemy.text("ALTER TABLE runs ADD COLUMN note VARCHAR(200)"))
+
+
+def _half_done(conn: sqlalchemy.Connection) -> None:
+    _add_note_column(conn)
+    conn.execute(sqlalchemy.text("ALTER TABLE no_such_table ADD COLUMN x INTEGER"))
+
+
+def _run_columns(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return {column["name"] for column in sqlalchemy.inspect(engine).get_columns("runs")}
+    finally:
+        engine.dispose()
+
+
+def test_migrate_twice_changes_nothing(store: Store, store_url: str) -> None:
+    """A second migrate (every daemon start) keeps version and data."""
+    store.save_run(make_report("r1"))
+    store.migrate()
+    assert store.schema_version() == 1
+    assert count_rows(store_url, "schema_version") == 1
+    assert store.get_report("r1") == make_report("r1")
+
+
+def test_upgrade_from_an_older_version_keeps_the_data(store: Store, store_url: str) -> None:
+    """A version-1 database upgraded in place keeps its runs and baselines."""
+    store.save_run(make_report("r1"))
+    store.set_baseline("core", "search", "r1")
+    with Store(make_engine(store_url), upgrades={1: _add_note_column}) as newer:
+        newer.migrate()
+        assert newer.schema_version() == 2
+        assert newer.get_report("r1") == make_report("r1")
+        assert newer.get_baseline("core", "search") == "r1"
+    assert "note" in _run_columns(store_url)
+
+
+def test_a_failed_upgrade_rolls_back_completely(store: Store, store_url: str) -> None:
+    """An upgrade that fails half-way leaves the old schema and data exactly as they were."""
+    store.save_run(make_report("r1"))
+    with Store(make_engine(store_url), upgrades={1: _half_done}) as newer:
+        with pytest.raises(StorageError) as raised:
+            newer.migrate()
+        assert not isinstance(raised.value, StorageUnavailable)
+        assert newer.schema_version() == 1
+    assert "note" not in _run_columns(store_url)
+    assert store.get_report("r1") == make_report("r1")
+
+
+def test_a_new_database_starts_at_the_newest_version_without_upgrades(store_url: str) -> None:
+    """Upgrades only ever run on old databases; a new one is created as the tables say."""
+
+    def must_not_run(conn: sqlalchemy.Connection) -> None:
+        raise AssertionError("an upgrade ran on a new database")
+
+    with Store(make_engine(store_url), upgrades={1: must_not_run}) as store:
+        assert store.schema_version() is None
+        store.migrate()
+        assert store.schema_version() == 2
+
+
+def test_a_database_newer_than_the_code_is_refused(store: Store, store_url: str) -> None:
+    """An older ragcanary never writes into a schema it does not know."""
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            sqlalchemy.text("INSERT INTO schema_version (version, applied_at) VALUES (7, :at)"),
+            {"at": NOW.replace(tzinfo=None)},
+        )
+    engine.dispose()
+    with pytest.raises(StorageError, match="schema version 7 is newer"):
+        store.migrate()
+
+
+@pytest.mark.parametrize("upgrades", [{2: _add_note_column}, {1: _add_note_column, 3: _half_done}])
+def test_upgrades_must_be_numbered_without_gaps(store_url: str, upgrades: dict[int, Any]) -> None:
+    """A gap in the upgrade steps is a programming error, caught at construction."""
+    with pytest.raises(ValueError, match="numbered"):
+        Store(make_engine(store_url), upgrades=upgrades)
+
+
+# Reachability ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite-missing-directory", "postgresql-closed-port"])
+def unreachable(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param.startswith("sqlite"):
+        return f"sqlite:///{tmp_path / 'gone' / 'ragcanary.db'}"
+    return "postgresql+psycopg://postgres:s3cret@127.0.0.1:1/test"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.ping(),
+        lambda s: s.migrate(),
+        lambda s: s.save_run(make_report("r1")),
+        lambda s: s.list_runs(),
+        lambda s: s.get_baseline("core", "search"),
+        lambda s: s.prune(NOW, timedelta(days=1), timedelta(days=2)),
+    ],
+    ids=["ping", "migrate", "save_run", "list_runs", "get_baseline", "prune"],
+)
+def test_unreachable_database_raises_storage_unavailable(unreachable: str, call: Any) -> None:
+    """Every call says the database cannot be reached, names it, and hides its password."""
+    with Store.from_url(unreachable) as store, pytest.raises(StorageUnavailable) as raised:
+        call(store)
+    message = str(raised.value)
+    assert "cannot reach the database" in message
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [("mysql://root@localhost/db", "not supported"), ("no url at all", "not valid")],
+)
+def test_unsupported_urls_are_refused_up_front(url: str, message: str) -> None:
+    """Only SQLite and PostgreSQL are supported; anything else fails before connecting."""
+    with pytest.raises(StorageError, match=message):
+        Store.from_url(url)
+
+
+def test_sqlite_runs_in_wal_mode_with_foreign_keys_and_a_busy_timeout(sqlite_url: str) -> None:
+    """Each SQLite connection is set up for one writer and many readers."""
+    engine = make_engine(sqlite_url)
+    with engine.connect() as conn:
+        pragmas = {
+            name: conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+            for name in ("journal_mode", "foreign_keys", "busy_timeout")
+        }
+    engine.dispose()
+    assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 10_000}
