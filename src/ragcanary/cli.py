@@ -26,6 +26,8 @@ app = typer.Typer(
 )
 import_app = typer.Typer(help="Convert standard IR test collections into a suite file.")
 app.add_typer(import_app, name="import")
+baseline_app = typer.Typer(help="Pin or show the baseline runs are compared with.")
+app.add_typer(baseline_app, name="baseline")
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -252,6 +254,118 @@ def demo(
     except RagcanaryError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code)
+
+
+@app.command()
+def serve(config: ConfigOption = None) -> None:
+    """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
+    from ragcanary.commands import serve as run_daemon
+
+    try:
+        path = config_path(config, os.environ)
+        code = run_daemon(path, os.environ)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    raise typer.Exit(code)
+
+
+SuiteOption = Annotated[str, typer.Option(help="The suite.")]
+TargetOption = Annotated[str, typer.Option(help="The target.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@baseline_app.command("accept")
+def baseline_accept(
+    suite: SuiteOption,
+    target: TargetOption,
+    run_id: Annotated[
+        str | None, typer.Option("--run", help="Run to pin (default: latest successful).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Pin a run as the baseline of a suite on a target."""
+    from ragcanary.commands import accept_baseline
+
+    try:
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        pinned = accept_baseline(loaded, suite, target, run_id)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+    typer.echo(f"baseline of {suite} on {target} is now run {pinned}")
+
+
+@baseline_app.command("show")
+def baseline_show(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Show the pinned baselines."""
+    from ragcanary.commands import show_baselines
+
+    try:
+        show_baselines(_load(config), Console(), as_json)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def diff(
+    suite: SuiteOption,
+    target: TargetOption,
+    from_run: Annotated[
+        str | None, typer.Option("--from", help="Earlier run (default: the baseline).")
+    ] = None,
+    to_run: Annotated[
+        str | None, typer.Option("--to", help="Later run (default: the latest).")
+    ] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What changed between two runs: metrics, ids that entered or left, score moves."""
+    from ragcanary.commands import show_diff
+
+    try:
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        show_diff(loaded, suite, target, from_run, to_run, Console(), as_json)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def history(
+    suite: SuiteOption,
+    case: Annotated[str, typer.Option(help="The canary's id.")],
+    target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+    since: Annotated[str, typer.Option(help="How far back, like 1h, 7d or 30d.")] = "7d",
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One canary over time: rank of each relevant id, top score, outcome."""
+    from ragcanary.commands import show_history
+
+    try:
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        show_history(loaded, suite, case, target, since, Console(), as_json)
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+
+
+@app.command()
+def calibrate(
+    suite: SuiteOption,
+    target: TargetOption,
+    runs: Annotated[int, typer.Option(min=2, help="How many runs of the unchanged system.")] = 5,
+    config: ConfigOption = None,
+) -> None:
+    """Run the unchanged system N times; show the noise of every signal and fitting thresholds."""
+    from ragcanary.commands import calibrate_noise
+
+    try:
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        asyncio.run(calibrate_noise(loaded, suite, target, runs, Console()))
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
 
 
 def _version(value: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,6 +19,9 @@ from ragcanary.report import run_from_report, to_report
 from ragcanary.results import CaseResult, RunResult
 from ragcanary.table import render_report
 from ragcanary.target import make_client
+
+if TYPE_CHECKING:
+    from ragcanary.storage import Store
 
 
 @contextmanager
@@ -224,3 +227,163 @@ def write_demo_config(workdir: Path, port: int) -> Path:
     path = workdir / "ragcanary.yaml"
     path.write_text(DEMO_CONFIG.format(port=port, workdir=workdir.resolve()), encoding="utf-8")
     return path
+
+
+def serve(config_file: Path, environ: Mapping[str, str]) -> int:
+    """`ragcanary serve`: load the config, set up logging once, run the daemon until stopped."""
+    import asyncio
+    import os
+
+    from ragcanary.config import load_config
+    from ragcanary.daemon import Daemon
+    from ragcanary.logs import RedactSecrets, configure_logging
+
+    loaded = load_config(config_file, environ)
+    redactor = RedactSecrets(loaded.secrets)
+    configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
+    daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
+    return asyncio.run(daemon.run())
+
+
+def _store(loaded: LoadedConfig) -> Store:
+    from ragcanary.storage import Store
+
+    store = Store.from_url(loaded.config.storage)
+    store.migrate()
+    return store
+
+
+def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str | None) -> str:
+    """`ragcanary baseline accept`: pin ``run_id``, by default the latest successful run."""
+    store = _store(loaded)
+    try:
+        if run_id is None:
+            latest = store.latest_run(suite, target, outcome="ok")
+            if latest is None:
+                raise UsageError(
+                    f"no successful run of suite {suite!r} on target {target!r} stored yet; "
+                    "let the daemon run once or pass --run"
+                )
+            run_id = str(latest["run_id"])
+        report = store.get_report(run_id)
+        if report is None or (report["suite"], report["target"]) != (suite, target):
+            raise UsageError(f"--run {run_id}: no run of suite {suite!r} on target {target!r}")
+        store.set_baseline(suite, target, run_id)
+        return run_id
+    finally:
+        store.close()
+
+
+def show_baselines(loaded: LoadedConfig, console: Console, as_json: bool) -> None:
+    """`ragcanary baseline show`."""
+    store = _store(loaded)
+    try:
+        rows = store.baselines()
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(data=rows, default=str)
+        return
+    table = Table(title="pinned baselines", title_justify="left")
+    for col in ("suite", "target", "run", "pinned at"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
+    console.print(table if rows else "no baseline pinned yet")
+
+
+def show_diff(
+    loaded: LoadedConfig,
+    suite: str,
+    target: str,
+    from_run: str | None,
+    to_run: str | None,
+    console: Console,
+    as_json: bool,
+) -> None:
+    """`ragcanary diff`."""
+    from ragcanary.oncall import run_diff
+    from ragcanary.table import render_diff
+
+    store = _store(loaded)
+    try:
+        diff = run_diff(store, suite, target, from_run, to_run, loaded.config.suites[suite].depth)
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(data=diff, default=str)
+    else:
+        console.print(render_diff(diff))
+
+
+def show_history(
+    loaded: LoadedConfig,
+    suite: str,
+    case: str,
+    target: str | None,
+    since: str,
+    console: Console,
+    as_json: bool,
+) -> None:
+    """`ragcanary history`."""
+    from datetime import timedelta
+
+    from ragcanary.oncall import case_history
+    from ragcanary.table import render_history
+    from ragcanary.units import DURATION_HINT, parse_duration
+
+    cases = loaded.suites[suite].by_id
+    if case not in cases:
+        raise UsageError(f"--case {case}: no such case in suite {suite!r}")
+    try:
+        window = timedelta(seconds=parse_duration(since))
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
+    store = _store(loaded)
+    try:
+        rows = case_history(store, suite, cases[case], target, window)
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(data=rows, default=str)
+    else:
+        console.print(render_history(suite, case, rows))
+
+
+async def calibrate_noise(
+    loaded: LoadedConfig, suite: str, target: str, runs: int, console: Console
+) -> None:
+    """`ragcanary calibrate`: N runs of the unchanged system and the noise they show."""
+    from ragcanary.calibrate import measure_noise
+
+    results = []
+    for i in range(runs):
+        evaluation = await _evaluate_pair(loaded, suite, target, console)
+        console.print(
+            f"run {i + 1}/{runs}: coverage {evaluation.run.coverage:.0%}, "
+            f"{evaluation.run.duration_s:.2f}s"
+        )
+        results.append(evaluation.run)
+    noise = measure_noise(results, loaded.config.suites[suite])
+    table = Table(
+        title=f"noise over {noise.runs} runs of {suite} on {target}", title_justify="left"
+    )
+    for col in ("signal", "mean", "std", "min", "max"):
+        table.add_column(col, justify="left" if col == "signal" else "right")
+    signals = {
+        **noise.metrics,
+        "rank overlap (RBO vs run 1)": noise.rank_overlap,
+        "|score Δ| vs run 1": noise.score_delta,
+        "|top score Δ| vs run 1": noise.top_score_delta,
+        "coverage": noise.coverage,
+    }
+    for name, spread in signals.items():
+        if spread is None:
+            continue
+        table.add_row(
+            name, *(f"{v:.4f}" for v in (spread.mean, spread.std, spread.low, spread.high))
+        )
+    console.print(table)
+    console.print(f"suggested thresholds (suites.{suite}.thresholds):")
+    for key, value in noise.suggested.items():
+        console.print(f"  {key}: {value:g}")

@@ -224,6 +224,8 @@ class Config(_Strict):
     log_level: str = "info"
     log_format: Literal["json", "console"] | None = None
     admin_token: str | None = None
+    retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
+    retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     suites: dict[str, SuiteConfig] = Field(default_factory=dict)
 

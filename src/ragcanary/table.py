@@ -117,3 +117,73 @@ def render_report(report: Mapping[str, Any]) -> RenderableType:
 
 def _failure_lines(failures: Sequence[Mapping[str, Any]]) -> list[Text]:
     return [Text(f"✗ {f['message']}", style="red") for f in failures]
+
+
+def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
+    """`ragcanary diff`: what moved between two runs, worst cases first."""
+    head = Text.assemble(
+        (f"{diff['suite']} on {diff['target']}: ", "bold"),
+        f"{diff['from']['run_id'][:12]} ({diff['from']['started_at']}) → ",
+        f"{diff['to']['run_id'][:12]} ({diff['to']['started_at']})",
+    )
+    parts: list[RenderableType] = [head]
+    if diff["metrics"]:
+        metrics = Table(title="aggregate changes", title_justify="left")
+        for col in ("metric", "from", "to", "Δ"):
+            metrics.add_column(col, justify="left" if col == "metric" else "right")
+        for name, change in diff["metrics"].items():
+            style = "red" if change["delta"] < 0 else "green"
+            metrics.add_row(
+                name,
+                _fmt(change["from"]),
+                _fmt(change["to"]),
+                Text(_fmt(change["delta"], signed=True), style=style),
+            )
+        parts.append(metrics)
+    cases = Table(
+        title=f"changed cases ({len(diff['cases'])}, worst first; {diff['unchanged']} unchanged)",
+        title_justify="left",
+    )
+    for col in ("case", "worst change", "left the top-k", "entered the top-k", "RBO", "top Δ"):
+        cases.add_column(col, overflow="fold")
+    for case in diff["cases"][:limit]:
+        worst = min(case["metrics"].items(), key=lambda kv: kv[1]["delta"], default=None)
+        cases.add_row(
+            case["id"],
+            f"{worst[0]} {_fmt(worst[1]['from'])}→{_fmt(worst[1]['to'])}" if worst else "",
+            ", ".join(_entry(e) for e in case["left"]),
+            ", ".join(_entry(e) for e in case["entered"]),
+            _fmt(case["rbo"]),
+            _fmt(case["top_score_delta"], signed=True),
+        )
+    parts.append(cases)
+    if len(diff["cases"]) > limit:
+        parts.append(Text(f"… and {len(diff['cases']) - limit} more (--json shows all)"))
+    for label in ("added", "removed"):
+        if diff[label]:
+            parts.append(Text(f"cases {label}: {', '.join(diff[label])}"))
+    return Group(*parts)
+
+
+def _entry(entry: Mapping[str, Any]) -> str:
+    score = f" {entry['score']:.3f}" if isinstance(entry.get("score"), float) else ""
+    return f"{entry['id']} (#{entry['rank']}{score})"
+
+
+def render_history(suite: str, case: str, rows: Sequence[Mapping[str, Any]]) -> Table:
+    """`ragcanary history`: one canary over time, oldest first."""
+    table = Table(title=f"{suite} / {case}: {len(rows)} runs", title_justify="left")
+    relevant = sorted({doc for row in rows for doc in row["relevant_ranks"]})
+    for col in ("started", "target", "outcome", "top id", "top score", *relevant):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        ranks = [row["relevant_ranks"].get(doc) for doc in relevant]
+        table.add_row(
+            str(row["started_at"]),
+            row["target"],
+            Text(row["outcome"], style="" if row["outcome"] in ("ok", "empty") else "yellow"),
+            row["top_id"] or "-",
+            _fmt(row["top_score"]),
+            *[f"#{r}" if r else Text("-", style="red") for r in ranks],
+        )
+    return table

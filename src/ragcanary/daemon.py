@@ -1,0 +1,481 @@
+"""The daemon's life as one object: start, schedule canary runs, reload, stop cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+import uvicorn
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from ragcanary.buffer import BufferedWriter
+from ragcanary.config import LoadedConfig, SuiteConfig, load_config
+from ragcanary.cycle import run_cycle
+from ragcanary.errors import ConfigError
+from ragcanary.exporter import Exporter, SuitePairs
+from ragcanary.logs import RedactSecrets
+from ragcanary.report import run_from_report, to_report
+from ragcanary.storage import StorageError, Store
+from ragcanary.target import make_client
+
+log = structlog.get_logger("ragcanary")
+
+# Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
+MAX_START_JITTER_S = 30.0
+CRON_JITTER_S = 10
+PRUNE_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class JobKey:
+    suite: str
+    target: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite}/{self.target}"
+
+
+def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
+    """What the exporter must know of each configured suite."""
+    return {
+        name: SuitePairs(
+            targets=tuple(cfg.targets),
+            ks=tuple(cfg.k),
+            per_case_metrics=cfg.per_case_metrics,
+            case_ids=tuple(c.id for c in loaded.suites[name].cases),
+        )
+        for name, cfg in loaded.config.suites.items()
+    }
+
+
+def trigger_for(suite: SuiteConfig) -> BaseTrigger:
+    if suite.cron:
+        return CronTrigger.from_crontab(suite.cron, timezone=UTC, jitter=CRON_JITTER_S)
+    return IntervalTrigger(seconds=suite.every or 300.0, timezone=UTC)
+
+
+class _ApiServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: the daemon owns SIGTERM, SIGINT and SIGHUP."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Daemon:
+    """`ragcanary serve`: one process, one event loop, one object owning its whole life."""
+
+    def __init__(
+        self,
+        config_file: Path,
+        environ: Mapping[str, str],
+        loaded: LoadedConfig,
+        *,
+        exporter: Exporter | None = None,
+        redactor: RedactSecrets | None = None,
+        grace_s: float = 20.0,
+        rng: random.Random | None = None,
+        client_factory: Callable[..., httpx.AsyncClient] = make_client,
+    ) -> None:
+        self.config_file = config_file
+        self.environ = environ
+        self.loaded = loaded
+        self.exporter = exporter or Exporter()
+        self.redactor = redactor or RedactSecrets()
+        self.grace_s = grace_s
+        self.rng = rng or random.Random()
+        self.client_factory = client_factory
+        self.store = Store.from_url(loaded.config.storage)
+        self.writer = BufferedWriter(self.store, on_drop=self._dropped, on_reject=self._rejected)
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.started_at = time.time()
+        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._baselines: dict[JobKey, dict[str, Any]] = {}
+        self._previous: dict[JobKey, dict[str, Any]] = {}
+        self._stop = asyncio.Event()
+        self._stopping = False
+        self._migrated = False
+        self.server: uvicorn.Server | None = None
+        self.redactor.update(loaded.secrets)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Start, serve until asked to stop, shut down; the process exit code."""
+        await self.startup()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.shutdown()
+        return 0
+
+    async def startup(self) -> None:
+        await self._ensure_schema()
+        self.exporter.load(suite_pairs(self.loaded))
+        self.exporter.set_reload_result(True)
+        self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
+        self._schedule_all()
+        self.scheduler.start()
+        self._install_signals()
+        await self._start_server()
+        log.info(
+            "started",
+            config=str(self.config_file),
+            listen=self.loaded.config.listen,
+            jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()],
+        )
+
+    async def shutdown(self) -> None:
+        """Stop scheduling, let the in-flight runs finish within the grace period, flush, exit."""
+        self._stopping = True
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        running = [t for t in self._running.values() if not t.done()]
+        if running:
+            log.info("waiting for in-flight runs", runs=len(running), grace_s=self.grace_s)
+            _done, pending = await asyncio.wait(running, timeout=self.grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+                log.warning(
+                    "cancelled in-flight runs at the end of the grace period", runs=len(pending)
+                )
+        await self._flush()
+        if self.writer.pending:
+            log.error(
+                "storage unreachable at shutdown; unsaved runs lost", runs=self.writer.pending
+            )
+        for client in self._clients.values():
+            await client.aclose()
+        if self.server is not None:
+            self.server.should_exit = True
+            if self._server_task is not None:
+                await asyncio.wait([self._server_task], timeout=5)
+        await asyncio.to_thread(self.store.close)
+        log.info("stopped")
+
+    def request_stop(self, reason: str = "signal") -> None:
+        if self._stop.is_set():
+            return
+        log.info("stopping", reason=reason)
+        self._stop.set()
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
+            loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+
+    def _on_sigint(self) -> None:
+        if self._stop.is_set():
+            log.warning("second SIGINT: exiting now")
+            os._exit(130)
+        self.request_stop("SIGINT")
+
+    def _on_sighup(self) -> None:
+        asyncio.get_running_loop().create_task(self.reload())
+
+    async def _start_server(self) -> None:
+        from ragcanary.api import create_app
+
+        host, _, port = self.loaded.config.listen.rpartition(":")
+        config = uvicorn.Config(
+            create_app(self),
+            host=host.strip("[]") or "127.0.0.1",
+            port=int(port),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+        self.server = _ApiServer(config)
+        self._server_task: asyncio.Task[None] | None = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if self._server_task.done():
+                self._server_task.result()  # re-raises why the server could not start
+                raise RuntimeError(f"HTTP server on {self.loaded.config.listen} did not start")
+            await asyncio.sleep(0.02)
+
+    # -- config reload ------------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """Load the config again; keep the running one when the new one is invalid."""
+        try:
+            loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
+        except ConfigError as exc:
+            self.exporter.set_reload_result(False)
+            log.error(
+                "config reload rejected; the previous config keeps running",
+                problems=[str(p) for p in exc.problems],
+            )
+            return False
+        if loaded.config.storage != self.loaded.config.storage:
+            log.warning("storage changed in the config; it takes effect after a restart")
+        if loaded.config.listen != self.loaded.config.listen:
+            log.warning("listen changed in the config; it takes effect after a restart")
+        self.loaded = loaded
+        self.redactor.update(loaded.secrets)
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+        self.exporter.load(suite_pairs(loaded))
+        self.exporter.set_reload_result(True)
+        self._schedule_all()
+        log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
+        return True
+
+    # -- scheduling -----------------------------------------------------------------------
+
+    def _schedule_all(self) -> None:
+        self.scheduler.remove_all_jobs()
+        now = datetime.now(UTC)
+        self.scheduler.add_job(
+            self.prune,
+            IntervalTrigger(seconds=PRUNE_EVERY_S, timezone=UTC),
+            id="prune",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=now + timedelta(seconds=60),
+        )
+        for suite_name, suite in self.loaded.config.suites.items():
+            for target in suite.targets:
+                key = JobKey(suite_name, target)
+                jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
+                self.scheduler.add_job(
+                    self._run_job,
+                    trigger_for(suite),
+                    args=[key],
+                    id=key.id,
+                    name=key.id,
+                    max_instances=1,
+                    coalesce=True,
+                    misfire_grace_time=None,
+                    next_run_time=now + timedelta(seconds=jitter),
+                    replace_existing=True,
+                )
+
+    def _on_overlap(self, event: JobExecutionEvent) -> None:
+        suite, _, target = event.job_id.partition("/")
+        self.exporter.count_overlap(suite, target)
+        log.warning("previous run still going; this run is skipped", suite=suite, target=target)
+
+    def next_runs(self) -> list[dict[str, Any]]:
+        """The schedule as the API shows it."""
+        jobs = []
+        for job in self.scheduler.get_jobs():
+            if job.id == "prune":
+                continue
+            suite, _, target = job.id.partition("/")
+            next_run = job.next_run_time
+            jobs.append(
+                {
+                    "suite": suite,
+                    "target": target,
+                    "trigger": str(job.trigger),
+                    "next_run_at": next_run.isoformat() if next_run else None,
+                    "running": job.id in self._running and not self._running[job.id].done(),
+                }
+            )
+        return jobs
+
+    # -- one run -------------------------------------------------------------------------
+
+    async def _run_job(self, key: JobKey) -> None:
+        if self._stopping:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._running[key.id] = task
+        try:
+            await self.run_now(key)
+        except asyncio.CancelledError:
+            log.warning("run cancelled", suite=key.suite, target=key.target)
+            raise
+        except Exception:  # nothing a run does may take the daemon down
+            log.exception("run failed unexpectedly", suite=key.suite, target=key.target)
+        finally:
+            self._running.pop(key.id, None)
+
+    async def run_now(self, key: JobKey) -> dict[str, Any]:
+        """One cycle of ``key``: run, judge against its baseline, export, store, log."""
+        loaded = self.loaded
+        if key.suite not in loaded.config.suites:
+            raise KeyError(key.suite)
+        suite_cfg = loaded.config.suites[key.suite]
+        baseline_report = await self._baseline_for(key, suite_cfg)
+        baseline = (
+            run_from_report(baseline_report, loaded.suites[key.suite]) if baseline_report else None
+        )
+        evaluation = await run_cycle(
+            loaded, key.suite, key.target, self._client(key.target), baseline=baseline
+        )
+        report = to_report(evaluation)
+        self.exporter.observe_run(report)
+        if report["outcome"] != "unavailable":
+            self._previous[key] = report
+        saved = await asyncio.to_thread(self.writer.write, report)
+        if not saved:
+            log.warning(
+                "storage unreachable; run kept in memory until it returns",
+                run_id=report["run_id"],
+                pending=self.writer.pending,
+            )
+        if suite_cfg.baseline == "pinned" and key not in self._baselines and saved:
+            await self._auto_pin(key, report)
+        self._log_run(report)
+        return report
+
+    async def _baseline_for(self, key: JobKey, suite: SuiteConfig) -> dict[str, Any] | None:
+        if suite.baseline == "previous":
+            if key not in self._previous:
+                found = await self._storage_call(
+                    self.store.latest_run, key.suite, key.target, exclude_unavailable=True
+                )
+                if found:
+                    full = await self._storage_call(self.store.get_report, found["run_id"])
+                    if full:
+                        self._previous[key] = full
+            return self._previous.get(key)
+        cached = self._baselines.get(key)
+        pinned = await self._storage_call(self.store.get_baseline, key.suite, key.target)
+        if pinned is None:
+            return cached
+        if cached is None or cached["run_id"] != pinned:
+            report = await self._storage_call(self.store.get_report, pinned)
+            if report:
+                self._baselines[key] = report
+        return self._baselines.get(key)
+
+    async def _auto_pin(self, key: JobKey, report: dict[str, Any]) -> None:
+        """Pin the first healthy run when nobody has pinned a baseline yet, so drift is watched."""
+        if report["outcome"] != "ok":
+            return
+        pinned = await self._storage_call(self.store.get_baseline, key.suite, key.target)
+        if pinned is not None:
+            return
+        if (
+            await self._storage_call(
+                self.store.set_baseline, key.suite, key.target, report["run_id"]
+            )
+            is None
+        ):
+            self._baselines[key] = report
+            log.info(
+                "no baseline pinned yet: pinned this first healthy run "
+                "(`ragcanary baseline accept` pins another)",
+                suite=key.suite,
+                target=key.target,
+                run_id=report["run_id"],
+            )
+
+    async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
+        """Pin ``run_id`` (admin API); the next run compares with it."""
+        await asyncio.to_thread(self.store.set_baseline, suite, target, run_id)
+        self._baselines.pop(JobKey(suite, target), None)
+
+    async def _storage_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call storage in a thread; an outage is logged and answered with None."""
+        try:
+            await self._ensure_schema()
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except StorageError as exc:
+            log.warning("storage unreachable", error=str(exc), call=fn.__name__)
+            return None
+
+    async def _ensure_schema(self) -> None:
+        if self._migrated:
+            return
+        try:
+            await asyncio.to_thread(self.store.migrate)
+        except StorageError as exc:
+            log.warning("storage unreachable; runs are buffered until it returns", error=str(exc))
+            return
+        self._migrated = True
+
+    async def _flush(self) -> None:
+        await self._ensure_schema()
+        if self._migrated and self.writer.pending:
+            written = await asyncio.to_thread(self.writer.flush)
+            if written:
+                log.info("wrote buffered runs to storage", runs=written)
+
+    async def prune(self) -> None:
+        """Delete runs past the retention; pinned baselines and recent failures stay."""
+        config = self.loaded.config
+        deleted = await self._storage_call(
+            self.store.prune,
+            datetime.now(UTC),
+            timedelta(seconds=config.retention),
+            timedelta(seconds=config.retention_failed),
+        )
+        if deleted:
+            log.info("pruned old runs", runs=deleted)
+
+    def _client(self, target: str) -> httpx.AsyncClient:
+        if target not in self._clients:
+            self._clients[target] = self.client_factory(self.loaded.config.targets[target])
+        return self._clients[target]
+
+    def _dropped(self, report: dict[str, Any]) -> None:
+        log.error(
+            "storage buffer full: dropped the oldest unsaved run",
+            run_id=report.get("run_id"),
+            suite=report.get("suite"),
+            target=report.get("target"),
+        )
+
+    def _rejected(self, report: dict[str, Any], error: Exception) -> None:
+        log.error(
+            "storage refused a run; it is not retried",
+            run_id=report.get("run_id"),
+            error=str(error),
+        )
+
+    def _log_run(self, report: Mapping[str, Any]) -> None:
+        metrics = report["metrics"]
+        key_metrics = {
+            m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
+        }
+        baseline = report.get("baseline") or {}
+        log.info(
+            "run",
+            suite=report["suite"],
+            target=report["target"],
+            outcome=report["outcome"],
+            coverage=report["coverage"],
+            duration_s=report["duration_s"],
+            run_id=report["run_id"],
+            rank_overlap=baseline.get("rank_overlap"),
+            score_drift=baseline.get("score_drift"),
+            **key_metrics,
+        )
+        failed = {
+            o: n for o, n in report["counts"]["outcomes"].items() if n and o not in ("ok", "empty")
+        }
+        if failed:
+            errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
+            log.warning(
+                "queries failed",
+                suite=report["suite"],
+                target=report["target"],
+                reasons=failed,
+                examples=errors,
+            )
