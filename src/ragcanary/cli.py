@@ -241,16 +241,31 @@ def demo(
         str,
         typer.Option(help="Start the retriever degraded: drop-docs, shift-scores, shuffle, down."),
     ] = "normal",
-    port: Annotated[int, typer.Option(help="Port of the demo retriever.")] = 8088,
-    workdir: Annotated[Path, typer.Option(help="Where the demo writes its config.")] = Path(
-        "ragcanary-demo"
+    port: Annotated[int, typer.Option(help="Port of the demo retriever (0: any free one).")] = 8088,
+    listen: Annotated[str, typer.Option(help="Where ragcanary serves metrics and the API.")] = (
+        "127.0.0.1:9464"
     ),
+    every: Annotated[str, typer.Option(help="How often the canaries run.")] = "5s",
+    workdir: Annotated[
+        Path, typer.Option(help="Where the demo writes its config and data.")
+    ] = Path("ragcanary-demo"),
+    once: Annotated[
+        bool, typer.Option(help="Run the canaries once, print the table, exit.")
+    ] = False,
+    run_for: Annotated[
+        str | None, typer.Option("--for", help="Stop after this long, like 30s (default: Ctrl-C).")
+    ] = None,
 ) -> None:
-    """Start the bundled demo retriever and run the demo suite against it."""
+    """Start the bundled demo retriever and the daemon watching it."""
     from ragcanary.commands import run_demo
+    from ragcanary.units import DURATION_HINT, parse_duration
 
     try:
-        code = run_demo(drift, port, workdir, Console())
+        try:
+            seconds = parse_duration(run_for) if run_for else None
+        except ValueError as exc:
+            raise UsageError(f"--for: {exc}; {DURATION_HINT}") from None
+        code = run_demo(drift, port, listen, every, workdir, Console(), once, seconds)
     except RagcanaryError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code)

@@ -173,8 +173,17 @@ def import_collection(kind: str, paths: Sequence[Path], out: Path, split: str = 
     return f"wrote {len(imported.cases)} cases to {out}{skipped}"
 
 
-def run_demo(mode: str, port: int, workdir: Path, console: Console) -> int:
-    """`ragcanary demo`: the bundled retriever, the demo suite, one cycle, the table."""
+def run_demo(
+    mode: str,
+    port: int,
+    listen: str,
+    every: str,
+    workdir: Path,
+    console: Console,
+    once: bool = False,
+    run_for: float | None = None,
+) -> int:
+    """`ragcanary demo`: the bundled retriever and the daemon watching it (or one gated run)."""
     import asyncio
 
     from ragcanary.config import load_config
@@ -182,18 +191,35 @@ def run_demo(mode: str, port: int, workdir: Path, console: Console) -> int:
 
     if mode not in MODES:
         raise UsageError(f"--drift {mode}: unknown mode; use one of {', '.join(MODES)}")
-    path = write_demo_config(workdir, port)
-    loaded = load_config(path, {})
-    console.print(f"demo retriever on http://127.0.0.1:{port} (mode {mode}); config {path}")
-    with BackgroundServer(port=port, mode=mode):
-        reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
-    outcome = reports[0]["outcome"]
-    return {"ok": 0, "regression": 1, "unavailable": 3}[outcome]
+    with BackgroundServer(port=port, mode=mode) as retriever:
+        path = write_demo_config(workdir, retriever.port, listen, every)
+        loaded = load_config(path, {})
+        console.print(f"demo retriever: {retriever.url} (mode [bold]{mode}[/]); config: {path}")
+        if once:
+            reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
+            return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
+        api = f"http://{loaded.config.listen}"
+        console.print(
+            f"""ragcanary is watching it every {every}:
+  metrics     {api}/metrics
+  runs        {api}/api/v1/runs?suite=demo&target=demo-bm25
+  API docs    {api}/docs
+Switch the retriever into an incident while it runs (drop-docs, shift-scores, shuffle, down):
+  curl -X POST {retriever.url}/mode -H 'content-type: application/json' -d '{{"mode": "drop-docs"}}'
+Then see what changed:
+  ragcanary diff -c {path} --suite demo --target demo-bm25
+  curl -s {api}/metrics | grep -E 'ragcanary_(hit_rate|regression|rank_overlap|score_drift)'
+Ctrl-C stops the demo.""",
+            highlight=False,
+            markup=False,
+        )
+        return serve(path, {}, run_for=run_for)
 
 
 DEMO_CONFIG = """\
 # Written by `ragcanary demo`: the bundled BM25 retriever and its hand-labelled suite.
 storage: sqlite:///{workdir}/ragcanary.db
+listen: {listen}
 targets:
   demo-bm25:
     url: http://127.0.0.1:{port}/search
@@ -208,7 +234,7 @@ suites:
   demo:
     cases: suite.yaml
     targets: [demo-bm25]
-    every: 10s
+    every: {every}
     k: [1, 3, 5, 10]
     depth: 10
     thresholds:
@@ -217,20 +243,30 @@ suites:
 """
 
 
-def write_demo_config(workdir: Path, port: int) -> Path:
-    """Write the demo's config and a copy of its suite into ``workdir``; return the config path."""
+def write_demo_config(workdir: Path, port: int, listen: str, every: str) -> Path:
+    """Write the demo's config and suite into ``workdir`` with a fresh database; return the config.
+
+    Each demo starts from an empty database so that a baseline left by an earlier demo,
+    perhaps in a degraded mode, cannot confuse a newcomer.
+    """
     from importlib.resources import files
 
     workdir.mkdir(parents=True, exist_ok=True)
+    for leftover in workdir.glob("ragcanary.db*"):
+        leftover.unlink()
     suite = files("ragcanary.demo").joinpath("suite.yaml").read_text(encoding="utf-8")
     (workdir / "suite.yaml").write_text(suite, encoding="utf-8")
     path = workdir / "ragcanary.yaml"
-    path.write_text(DEMO_CONFIG.format(port=port, workdir=workdir.resolve()), encoding="utf-8")
+    text = DEMO_CONFIG.format(port=port, workdir=workdir.resolve(), listen=listen, every=every)
+    path.write_text(text, encoding="utf-8")
     return path
 
 
-def serve(config_file: Path, environ: Mapping[str, str]) -> int:
-    """`ragcanary serve`: load the config, set up logging once, run the daemon until stopped."""
+def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None = None) -> int:
+    """`ragcanary serve`: load the config, set up logging once, run the daemon until stopped.
+
+    ``run_for`` stops it after that many seconds (the demo's ``--for``).
+    """
     import asyncio
     import os
 
@@ -242,7 +278,13 @@ def serve(config_file: Path, environ: Mapping[str, str]) -> int:
     redactor = RedactSecrets(loaded.secrets)
     configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
     daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
-    return asyncio.run(daemon.run())
+
+    async def main() -> int:
+        if run_for is not None:
+            asyncio.get_running_loop().call_later(run_for, daemon.request_stop, "--for elapsed")
+        return await daemon.run()
+
+    return asyncio.run(main())
 
 
 def _store(loaded: LoadedConfig) -> Store:
