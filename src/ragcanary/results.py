@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from ragcanary.suite import Case
 
@@ -18,16 +18,7 @@ Outcome = Literal[
     "bad_response",
     "empty",
 ]
-OUTCOMES: tuple[Outcome, ...] = (
-    "ok",
-    "timeout",
-    "connect_error",
-    "http_4xx",
-    "http_5xx",
-    "rate_limited",
-    "bad_response",
-    "empty",
-)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # An empty hit list is an answer (the retriever found nothing); every other non-ok
 # outcome means the query went unanswered and must not count as a miss.
 ANSWERED: frozenset[Outcome] = frozenset({"ok", "empty"})
