@@ -126,7 +126,8 @@ def create_app(daemon: Daemon) -> FastAPI:
     async def set_baseline(
         suite: str,
         target: str,
-        body: BaselineRequest,
+        # No body at all means the same as {}: pin the latest successful run.
+        body: BaselineRequest | None = None,
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         token = daemon.loaded.config.admin_token
@@ -135,7 +136,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         given = (authorization or "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(given.encode(), token.encode()):
             raise HTTPException(401, "missing or wrong bearer token")
-        run_id = body.run_id
+        run_id = body.run_id if body is not None else None
         if run_id is None:
             latest = await storage(daemon.store.latest_run, suite, target, outcome="ok")
             if latest is None:

@@ -51,9 +51,10 @@ def _down(value: float, step: float) -> float:
 def measure_noise(runs: Sequence[RunResult], suite: SuiteConfig) -> Noise:
     """How much every signal moves when nothing changed, and thresholds that would not cry wolf.
 
-    Suggestions: ``max_drop`` three standard deviations of the noisiest aggregate (at least
-    0.01); ``score_drift`` one and a half times the largest score change seen (at least 0.01);
-    ``min_rank_overlap`` 0.1 under the lowest overlap seen.
+    Suggestions: ``max_drop`` three standard deviations of the noisiest aggregate, or the widest
+    range an aggregate spanned when that is larger (at least 0.01); ``score_drift`` one and a
+    half times the largest score change seen (at least 0.01); ``min_rank_overlap`` 0.1 under the
+    lowest overlap seen.
     """
     if not runs:
         raise ValueError("calibration needs at least one run")
@@ -75,7 +76,11 @@ def measure_noise(runs: Sequence[RunResult], suite: SuiteConfig) -> Noise:
     coverage = Spread.of([r.coverage for r in runs])
     assert coverage is not None
     suggested = {
-        "max_drop": _up(max([3 * s.std for s in metrics.values()] + [0.01]), 0.01),
+        # With more than four runs 3 std can be less than the range (one outlying run): a
+        # threshold the unchanged system already crosses would page on its own noise.
+        "max_drop": _up(
+            max([max(3 * s.std, s.high - s.low) for s in metrics.values()] + [0.01]), 0.01
+        ),
         "score_drift": _up(max([1.5 * d for d in deltas] + [0.01]), 0.01),
         "min_rank_overlap": max(0.0, _down(min(rbos, default=1.0) - 0.1, 0.05)),
     }

@@ -31,6 +31,13 @@ class RedactSecrets:
             return {k: self._clean(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self._clean(v) for v in value]
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        # Any other object (an exception, a URL, a set) is rendered through its str or repr,
+        # which may quote a secret: give back the redacted text instead of the object.
+        for text in (str(value), repr(value)):
+            if (cleaned := self._redact(text)) != text:
+                return cleaned
         return value
 
     def __call__(
@@ -57,20 +64,53 @@ def configure_logging(
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-    ]
+    numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    tail: list[Any] = [structlog.processors.format_exc_info]
     if redactor is not None:
-        processors.append(redactor)
-    processors.append(renderer)
+        tail.append(redactor)
+    tail.append(renderer)
     structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-        ),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            stamp,
+            *tail,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+    _route_stdlib_logging(out, numeric, [stamp, *tail])
+
+
+class _StdlibHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The root handler configure_logging installs (and replaces when called again)."""
+
+
+def _route_stdlib_logging(out: TextIO, level: int, processors: list[Any]) -> None:
+    """Send records of libraries that use ``logging`` (APScheduler, uvicorn) the same way.
+
+    Without this they reach stderr as plain text through logging's last-resort handler:
+    not JSON, and not redacted.
+    """
+    handler = _StdlibHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.stdlib.add_logger_name,
+            ],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *processors],
+        )
+    )
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _StdlibHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # APScheduler's "Running job ..." per run repeats the daemon's own run line, so only debug
+    # shows it; its warnings (a run skipped: the previous one is still going) always come through.
+    chatter = level if level <= logging.DEBUG else max(level, logging.WARNING)
+    logging.getLogger("apscheduler").setLevel(chatter)

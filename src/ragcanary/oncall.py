@@ -14,7 +14,10 @@ from ragcanary.suite import Case
 def _report(store: Store, run_id: str) -> dict[str, Any]:
     report = store.get_report(run_id)
     if report is None:
-        raise UsageError(f"run {run_id}: no such run in storage; `ragcanary history` lists runs")
+        raise UsageError(
+            f"run {run_id}: no such run in storage; pick one from `ragcanary history` "
+            "or GET /api/v1/runs"
+        )
     return report
 
 

@@ -174,12 +174,14 @@ def render_history(suite: str, case: str, rows: Sequence[Mapping[str, Any]]) -> 
     """`ragcanary history`: one canary over time, oldest first."""
     table = Table(title=f"{suite} / {case}: {len(rows)} runs", title_justify="left")
     relevant = sorted({doc for row in rows for doc in row["relevant_ranks"]})
-    for col in ("started", "target", "outcome", "top id", "top score", *relevant):
+    # The run id is what `ragcanary diff --from/--to` takes, so it is shown whole.
+    for col in ("started", "run", "target", "outcome", "top id", "top score", *relevant):
         table.add_column(col, overflow="fold")
     for row in rows:
         ranks = [row["relevant_ranks"].get(doc) for doc in relevant]
         table.add_row(
             str(row["started_at"]),
+            row["run_id"],
             row["target"],
             Text(row["outcome"], style="" if row["outcome"] in ("ok", "empty") else "yellow"),
             row["top_id"] or "-",

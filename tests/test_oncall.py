@@ -1,0 +1,357 @@
+"""`ragcanary baseline`, `diff` and `history` over a store filled by real daemon runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from retrievers import FakeRetriever
+from typer.testing import CliRunner
+
+from ragcanary.cli import app
+from ragcanary.config import load_config
+from ragcanary.daemon import Daemon, JobKey
+from ragcanary.storage import Store
+
+API_KEY = "sk-oncall-5d2e7a90"
+
+SUITE = {
+    "cases": [
+        {"id": "password", "query": "reset password", "relevant": ["doc-7", "doc-2"]},
+        {"id": "pricing", "query": "pricing plans", "relevant": ["doc-3"]},
+    ]
+}
+
+CONFIG = """\
+storage: sqlite:///{db}
+targets:
+  vendor:
+    url: {url}
+    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
+    body: {{text: "{{query}}", top_k: "{{k}}"}}
+    results: data.matches
+    id: chunk.meta.parent_id
+    score: relevance
+    retries: 0
+  mirror:
+    url: {url}
+    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
+    body: {{text: "{{query}}", top_k: "{{k}}"}}
+    results: data.matches
+    id: chunk.meta.parent_id
+    score: relevance
+    retries: 0
+suites:
+  core:
+    cases: suite.yaml
+    targets: [vendor, mirror]
+    k: [1, 3]
+    depth: 5
+"""
+
+VENDOR, MIRROR = JobKey("core", "vendor"), JobKey("core", "mirror")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A config whose store holds these runs of core on vendor, oldest first."""
+
+    config: Path
+    db: str
+    first: str  # healthy; pinned automatically as the first healthy run
+    second: str  # healthy, unchanged
+    dropped: str  # doc-7 removed from the index: `password` lost its top document
+    down: str  # the target answered 503: unavailable
+    mirror: str  # a healthy run of core on the other target
+
+
+async def _runs(config: Path, retriever: FakeRetriever) -> dict[str, str]:
+    environ = {"VENDOR_KEY": API_KEY}
+    daemon = Daemon(config, environ, load_config(config, environ))
+    ids = {}
+    try:
+        ids["first"] = (await daemon.run_now(VENDOR))["run_id"]
+        ids["second"] = (await daemon.run_now(VENDOR))["run_id"]
+        retriever.drop_ids = {"doc-7"}
+        ids["dropped"] = (await daemon.run_now(VENDOR))["run_id"]
+        retriever.status = 503
+        ids["down"] = (await daemon.run_now(VENDOR))["run_id"]
+        retriever.status, retriever.drop_ids = 200, set()
+        ids["mirror"] = (await daemon.run_now(MIRROR))["run_id"]
+    finally:
+        await daemon.shutdown()
+    return ids
+
+
+def _write_config(directory: Path, url: str) -> tuple[Path, str]:
+    (directory / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
+    config = directory / "ragcanary.yaml"
+    config.write_text(CONFIG.format(db=directory / "ragcanary.db", url=url), encoding="utf-8")
+    return config, f"sqlite:///{directory / 'ragcanary.db'}"
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A database filled once per module by real runs (they take most of this file's time)."""
+    directory = tmp_path_factory.mktemp("filled")
+    with FakeRetriever(api_key=API_KEY) as retriever:
+        config, _db = _write_config(directory, retriever.url)
+        return directory, asyncio.run(_runs(config, retriever))
+
+
+@pytest.fixture
+def stored(tmp_path: Path, filled: tuple[Path, dict[str, str]]) -> Stored:
+    """A copy of the filled database for one test, which may change it."""
+    directory, ids = filled
+    for db_file in directory.glob("ragcanary.db*"):
+        shutil.copy(db_file, tmp_path / db_file.name)
+    config, db = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
+    return Stored(config, db, **ids)
+
+
+def _invoke(config: Path, *args: str) -> Any:
+    result = CliRunner().invoke(
+        app, [*args, "-c", str(config)], env={"VENDOR_KEY": API_KEY, "COLUMNS": "200"}
+    )
+    assert API_KEY not in result.output
+    return result
+
+
+def _baseline(stored: Stored) -> str | None:
+    with Store.from_url(stored.db) as store:
+        return store.get_baseline("core", "vendor")
+
+
+# --- baseline -------------------------------------------------------------------------------
+
+
+def test_accept_pins_the_latest_successful_run_by_default(stored: Stored) -> None:
+    assert _baseline(stored) == stored.first
+    result = _invoke(stored.config, "baseline", "accept", "--suite", "core", "--target", "vendor")
+    assert result.exit_code == 0, result.output
+    # `down` is newer but unavailable: an outage must never become the baseline.
+    assert result.output.strip() == f"baseline of core on vendor is now run {stored.dropped}"
+    assert _baseline(stored) == stored.dropped
+
+
+def test_accept_pins_the_run_given(stored: Stored) -> None:
+    args = ("baseline", "accept", "--suite", "core", "--target", "vendor", "--run", stored.second)
+    result = _invoke(stored.config, *args)
+    assert result.exit_code == 0, result.output
+    assert _baseline(stored) == stored.second
+
+
+@pytest.mark.parametrize("run", ["no-such-run", "mirror"])
+def test_accept_refuses_a_run_it_cannot_pin_with_exit_2(stored: Stored, run: str) -> None:
+    run_id = getattr(stored, run, run)
+    args = ("baseline", "accept", "--suite", "core", "--target", "vendor", "--run", run_id)
+    result = _invoke(stored.config, *args)
+    assert result.exit_code == 2
+    assert f"--run {run_id}: no run of suite 'core' on target 'vendor'" in result.stderr
+    assert _baseline(stored) == stored.first
+
+
+def test_accept_without_a_successful_run_says_what_to_do(tmp_path: Path) -> None:
+    config, _db = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
+    result = _invoke(config, "baseline", "accept", "--suite", "core", "--target", "vendor")
+    assert result.exit_code == 2
+    assert "no successful run of suite 'core' on target 'vendor'" in result.stderr
+    assert "--run" in result.stderr
+
+
+def test_show_lists_pinned_baselines_as_a_table(stored: Stored) -> None:
+    result = _invoke(stored.config, "baseline", "show")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if stored.first in line]
+    assert len(rows) == 1
+    assert "core" in rows[0]
+    assert "vendor" in rows[0]
+    assert any(stored.mirror in line and "mirror" in line for line in result.output.splitlines())
+
+
+def test_show_json_has_suite_target_run_and_time(stored: Stored) -> None:
+    result = _invoke(stored.config, "baseline", "show", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["suite"], r["target"], r["run_id"]) for r in rows] == [
+        ("core", "mirror", stored.mirror),
+        ("core", "vendor", stored.first),
+    ]
+    assert all(datetime.fromisoformat(r["set_at"]).tzinfo is not None for r in rows)
+
+
+def test_show_says_when_nothing_is_pinned(tmp_path: Path) -> None:
+    config, _db = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
+    result = _invoke(config, "baseline", "show")
+    assert result.exit_code == 0, result.output
+    assert "no baseline pinned yet" in result.output
+
+
+# --- diff -----------------------------------------------------------------------------------
+
+
+def test_diff_names_the_case_that_lost_its_document(stored: Stored) -> None:
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert f"{stored.first[:12]}" in out
+    assert f"{stored.dropped[:12]}" in out  # the latest answered run, not the outage
+    rows = [line for line in out.splitlines() if "doc-7 (#" in line]
+    assert [row.split()[1] for row in rows] == ["password", "pricing"]  # worst first
+    row = rows[0]
+    assert "doc-7 (#1 0.930)" in row
+    assert "recall@3" in row
+    assert "changed cases (2, worst first; 0 unchanged)" in out
+
+
+def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", "--json")
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.stdout)
+    assert set(diff) == {
+        "suite",
+        "target",
+        "from",
+        "to",
+        "metrics",
+        "cases",
+        "unchanged",
+        "added",
+        "removed",
+    }
+    assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (stored.first, stored.dropped)
+    assert diff["metrics"]["recall@3"] == {"from": 1.0, "to": 0.75, "delta": -0.25}
+    assert [c["id"] for c in diff["cases"]] == ["password", "pricing"]
+    case = diff["cases"][0]
+    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93}]
+    assert case["entered"] == []
+    assert case["moves"] == [
+        {"id": "doc-2", "from": 2, "to": 1},
+        {"id": "doc-9", "from": 3, "to": 2},
+    ]
+    assert case["metrics"]["recall@3"]["delta"] == -0.5
+
+
+def test_diff_from_to_compares_the_runs_given(stored: Stored) -> None:
+    args = ("--from", stored.dropped, "--to", stored.second, "--json")
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", *args)
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.stdout)
+    assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (stored.dropped, stored.second)
+    entered = {c["id"]: c["entered"] for c in diff["cases"]}
+    assert entered == {
+        "password": [{"id": "doc-7", "rank": 1, "score": 0.93}],
+        "pricing": [{"id": "doc-7", "rank": 2, "score": 0.52}],
+    }
+
+
+def test_diff_of_identical_runs_lists_no_case(stored: Stored) -> None:
+    args = ("--from", stored.first, "--to", stored.second, "--json")
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", *args)
+    diff = json.loads(result.stdout)
+    assert (diff["cases"], diff["metrics"], diff["unchanged"]) == ([], {}, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--suite", "nope", "--target", "vendor"], "--suite nope: no such suite"),
+        (["--suite", "core", "--target", "nope"], "--target nope: no such target"),
+        (["--suite", "core", "--target", "vendor", "--from", "x1"], "run x1: no such run"),
+        (["--suite", "core", "--target", "vendor", "--to", "x2"], "run x2: no such run"),
+    ],
+)
+def test_diff_refuses_unknown_names_with_exit_2(
+    stored: Stored, args: list[str], message: str
+) -> None:
+    result = _invoke(stored.config, "diff", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_diff_with_only_the_baseline_stored_says_there_is_nothing_to_diff(
+    stored: Stored,
+) -> None:
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "mirror")
+    assert result.exit_code == 2
+    assert "nothing to diff" in result.stderr
+
+
+# --- history --------------------------------------------------------------------------------
+
+
+def test_history_json_has_rank_of_each_relevant_id_top_score_and_outcome(stored: Stored) -> None:
+    args = ("--suite", "core", "--case", "password", "--target", "vendor", "--json")
+    result = _invoke(stored.config, "history", *args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["run_id"] for r in rows] == [stored.first, stored.second, stored.dropped, stored.down]
+    assert [r["relevant_ranks"] for r in rows] == [
+        {"doc-7": 1, "doc-2": 2},
+        {"doc-7": 1, "doc-2": 2},
+        {"doc-7": None, "doc-2": 1},
+        {"doc-7": None, "doc-2": None},
+    ]
+    assert [(r["top_id"], r["top_score"], r["outcome"]) for r in rows] == [
+        ("doc-7", 0.93, "ok"),
+        ("doc-7", 0.93, "ok"),
+        ("doc-2", 0.81, "ok"),
+        (None, None, "http_5xx"),
+    ]
+
+
+def test_history_table_shows_one_row_per_run_with_ranks(stored: Stored) -> None:
+    result = _invoke(stored.config, "history", "--suite", "core", "--case", "password")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "core / password: 5 runs" in out
+    rows = [line for line in out.splitlines() if "vendor" in line or "mirror" in line]
+    assert len(rows) == 5
+    assert "#1" in rows[0]
+    assert "#2" in rows[0]
+    assert "http_5xx" in rows[3]
+    assert "mirror" in rows[4]
+    assert stored.dropped in rows[2]  # the run id, to pass to `diff --from/--to`
+
+
+@pytest.mark.parametrize(("since", "runs"), [("1h", 5), ("30d", 6), ("90d", 7)])
+def test_history_since_bounds_how_far_back(stored: Stored, since: str, runs: int) -> None:
+    with Store.from_url(stored.db) as store:
+        report = store.get_report(stored.first)
+        assert report is not None
+        for run_id, days in (("aged-10d", 10), ("aged-60d", 60)):
+            started = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+            store.save_run({**report, "run_id": run_id, "started_at": started})
+    args = ("--suite", "core", "--case", "pricing", "--since", since, "--json")
+    result = _invoke(stored.config, "history", *args)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)) == runs
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--case", "password", "--since", "a week"], "--since:"),
+        (["--case", "password", "--since", "yesterday"], "--since:"),
+        (["--case", "nope"], "--case nope: no such case in suite 'core'"),
+        (["--case", "password", "--target", "nope"], "--target nope: no such target"),
+    ],
+)
+def test_history_refuses_bad_arguments_with_exit_2(
+    stored: Stored, args: list[str], message: str
+) -> None:
+    result = _invoke(stored.config, "history", "--suite", "core", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_history_of_an_unknown_suite_exits_2(stored: Stored) -> None:
+    result = _invoke(stored.config, "history", "--suite", "nope", "--case", "password")
+    assert result.exit_code == 2
+    assert "--suite nope: no such suite" in result.stderr
