@@ -19,17 +19,19 @@ _TOLERANCE = 1e-12
 
 
 def _arrays(
-    deltas: Sequence[float], weights: Sequence[float] | None
+    deltas: Sequence[float] | FloatArray, weights: Sequence[float] | None
 ) -> tuple[FloatArray, FloatArray]:
+    """Validated arrays of ``deltas`` (one row a case, 1-D or 2-D) and their weights."""
     values = np.asarray(deltas, dtype=np.float64)
-    if values.ndim != 1:
+    if values.ndim not in (1, 2):
         raise ValueError("deltas must be a flat sequence of numbers")
+    cases = values.shape[0]
     if weights is None:
-        w = np.ones_like(values)
+        w = np.ones(cases, dtype=np.float64)
     else:
         w = np.asarray(weights, dtype=np.float64)
-        if w.shape != values.shape:
-            raise ValueError(f"{len(values)} deltas but {w.size} weights")
+        if w.shape != (cases,):
+            raise ValueError(f"{cases} deltas but {w.size} weights")
     if not (np.all(np.isfinite(values)) and np.all(np.isfinite(w))):
         raise ValueError("deltas and weights must be finite")
     if np.any(w < 0):
@@ -107,23 +109,50 @@ def bootstrap_ci(
     ``numpy.random.default_rng(seed)``; cases of weight 0 take no part. Empty
     input (or all weights 0) gives (0.0, 0.0).
     """
+    (interval,) = bootstrap_cis(
+        [[d] for d in deltas], weights, confidence=confidence, rounds=rounds, seed=seed, columns=1
+    )
+    return interval
+
+
+def bootstrap_cis(
+    deltas: Sequence[Sequence[float]],
+    weights: Sequence[float] | None = None,
+    *,
+    confidence: float = 0.95,
+    rounds: int = 10_000,
+    seed: int = 0,
+    columns: int | None = None,
+) -> list[tuple[float, float]]:
+    """``bootstrap_ci`` of every column of ``deltas`` (one row a case, one column a metric).
+
+    All columns share the same resamples, drawn once: each column's interval is what
+    ``bootstrap_ci`` gives for it alone, at a fraction of the cost of one call a metric.
+    ``columns`` says how many there are when ``deltas`` may have no rows.
+    """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    values, w = _arrays(deltas, weights)
+    width = columns if columns is not None else (len(deltas[0]) if len(deltas) else 0)
+    values, w = _arrays(np.asarray(deltas, dtype=np.float64).reshape(len(deltas), width), weights)
     keep = w > 0
     values, w = values[keep], w[keep]
-    n = values.size
+    n = int(w.size)
     if n == 0:
-        return (0.0, 0.0)
-    weighted = values * w
+        return [(0.0, 0.0)] * width
+    weighted = values * w[:, None]
     rng = np.random.default_rng(seed)
-    means = np.empty(rounds, dtype=np.float64)
+    means = np.empty((rounds, width), dtype=np.float64)
     for start in range(0, rounds, _BLOCK):
         size = min(_BLOCK, rounds - start)
         picks = rng.integers(0, n, size=(size, n))
-        means[start : start + size] = weighted[picks].sum(axis=1) / w[picks].sum(axis=1)
+        # How often each case was drawn in each round: one matrix product then gives
+        # every column's resampled weighted sum at once.
+        rows = np.repeat(np.arange(size) * n, n)
+        counts = np.bincount(rows + picks.ravel(), minlength=size * n).reshape(size, n)
+        counts = counts.astype(np.float64)
+        means[start : start + size] = (counts @ weighted) / (counts @ w)[:, None]
     alpha = 1.0 - confidence
-    low, high = np.quantile(means, [alpha / 2, 1.0 - alpha / 2])
-    return (float(low), float(high))
+    bounds = np.quantile(means, [alpha / 2, 1.0 - alpha / 2], axis=0)
+    return [(float(low), float(high)) for low, high in bounds.T]

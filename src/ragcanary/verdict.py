@@ -9,7 +9,7 @@ from typing import Literal
 from ragcanary.drift import Drift
 from ragcanary.metrics import aggregate_name
 from ragcanary.scoring import RunScores
-from ragcanary.stats import bootstrap_ci, permutation_test
+from ragcanary.stats import bootstrap_cis, permutation_test
 
 RunOutcome = Literal["ok", "regression", "unavailable"]
 
@@ -84,26 +84,32 @@ def compare_scores(current: RunScores, baseline: RunScores, seed: int = 0) -> di
     if not paired:
         return {}
     weights = [current.weights[c] for c in paired]
+    total = sum(weights)
+    names = list(current.per_case[paired[0]])
+    before = [[baseline.per_case[c][n] for n in names] for c in paired]
+    after = [[current.per_case[c][n] for n in names] for c in paired]
+    deltas = [
+        [a - b for a, b in zip(row_a, row_b, strict=True)]
+        for row_a, row_b in zip(after, before, strict=True)
+    ]
+    intervals = bootstrap_cis(deltas, weights, seed=seed, columns=len(names))
     changes: dict[str, Change] = {}
-    for name in current.per_case[paired[0]]:
-        before = [baseline.per_case[c][name] for c in paired]
-        after = [current.per_case[c][name] for c in paired]
-        deltas = [a - b for a, b in zip(after, before, strict=True)]
-        total = sum(weights)
-        mean_before = sum(w * v for w, v in zip(weights, before, strict=True)) / total
-        mean_after = sum(w * v for w, v in zip(weights, after, strict=True)) / total
+    for i, name in enumerate(names):
+        column = [row[i] for row in deltas]
+        mean_before = sum(w * row[i] for w, row in zip(weights, before, strict=True)) / total
+        mean_after = sum(w * row[i] for w, row in zip(weights, after, strict=True)) / total
         metric = aggregate_name(name)
         changes[metric] = Change(
             metric=metric,
             baseline=mean_before,
             current=mean_after,
             delta=mean_after - mean_before,
-            p_value=permutation_test(deltas, weights, alternative="less", seed=seed),
-            ci=bootstrap_ci(deltas, weights, seed=seed),
+            p_value=permutation_test(column, weights, alternative="less", seed=seed),
+            ci=intervals[i],
             cases=len(paired),
-            wins=sum(d > 1e-12 for d in deltas),
-            ties=sum(abs(d) <= 1e-12 for d in deltas),
-            losses=sum(d < -1e-12 for d in deltas),
+            wins=sum(d > 1e-12 for d in column),
+            ties=sum(abs(d) <= 1e-12 for d in column),
+            losses=sum(d < -1e-12 for d in column),
         )
     return changes
 
