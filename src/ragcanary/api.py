@@ -93,7 +93,12 @@ def create_app(daemon: Daemon) -> FastAPI:
         from_: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
     ) -> dict[str, Any]:
-        return dict(await storage(run_diff, daemon.store, suite, target, from_, to))
+        depth = (
+            daemon.loaded.config.suites[suite].depth
+            if suite in daemon.loaded.config.suites
+            else None
+        )
+        return dict(await storage(run_diff, daemon.store, suite, target, from_, to, depth))
 
     @app.get("/api/v1/history")
     async def history(

@@ -107,6 +107,7 @@ class Daemon:
         self.started_at = time.time()
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
         self._baselines: dict[JobKey, dict[str, Any]] = {}
         self._previous: dict[JobKey, dict[str, Any]] = {}
         self._stop = asyncio.Event()
@@ -146,7 +147,9 @@ class Daemon:
         """Stop scheduling, let the in-flight runs finish within the grace period, flush, exit."""
         self._stopping = True
         if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+            # Pause, not shut down: APScheduler's shutdown cancels the jobs in flight at once,
+            # which would leave the grace period below nothing to wait for.
+            self.scheduler.pause()
         running = [t for t in self._running.values() if not t.done()]
         if running:
             log.info("waiting for in-flight runs", runs=len(running), grace_s=self.grace_s)
@@ -158,6 +161,8 @@ class Daemon:
                 log.warning(
                     "cancelled in-flight runs at the end of the grace period", runs=len(pending)
                 )
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
         await self._flush()
         if self.writer.pending:
             log.error(
@@ -165,6 +170,8 @@ class Daemon:
             )
         for client in self._clients.values():
             await client.aclose()
+        if self._closing:
+            await asyncio.wait(self._closing, timeout=5)
         if self.server is not None:
             self.server.should_exit = True
             if self._server_task is not None:
@@ -233,14 +240,33 @@ class Daemon:
             log.warning("listen changed in the config; it takes effect after a restart")
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
-        for client in self._clients.values():
-            await client.aclose()
-        self._clients.clear()
+        self._retire_clients()
         self.exporter.load(suite_pairs(loaded))
         self.exporter.set_reload_result(True)
         self._schedule_all()
         log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
         return True
+
+    def _retire_clients(self) -> None:
+        """New runs get new clients (the targets may have changed); old ones close when idle.
+
+        Closing a client under a run in flight would fail its remaining queries and turn a
+        mere reload into an "unavailable" run.
+        """
+        clients, self._clients = list(self._clients.values()), {}
+        runs = [t for t in self._running.values() if not t.done()]
+        closing = asyncio.get_running_loop().create_task(self._close_clients(clients, runs))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close_clients(
+        clients: list[httpx.AsyncClient], runs: list[asyncio.Task[None]]
+    ) -> None:
+        if runs:
+            await asyncio.wait(runs)
+        for client in clients:
+            await client.aclose()
 
     # -- scheduling -----------------------------------------------------------------------
 
@@ -307,8 +333,9 @@ class Daemon:
         try:
             await self.run_now(key)
         except asyncio.CancelledError:
+            # Only shutdown cancels a run, and it is logged here; handing the cancellation on
+            # would make APScheduler log it once more, as a job failure with a traceback.
             log.warning("run cancelled", suite=key.suite, target=key.target)
-            raise
         except Exception:  # nothing a run does may take the daemon down
             log.exception("run failed unexpectedly", suite=key.suite, target=key.target)
         finally:
@@ -331,6 +358,9 @@ class Daemon:
         self.exporter.observe_run(report)
         if report["outcome"] != "unavailable":
             self._previous[key] = report
+        # Storage may have come back during the run: without its tables the backlog would be
+        # refused for good rather than written.
+        await self._ensure_schema()
         saved = await asyncio.to_thread(self.writer.write, report)
         if not saved:
             log.warning(

@@ -110,7 +110,8 @@ def _route_stdlib_logging(out: TextIO, level: int, processors: list[Any]) -> Non
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    # APScheduler's "Running job ..." per run repeats the daemon's own run line, so only debug
-    # shows it; its warnings (a run skipped: the previous one is still going) always come through.
+    # APScheduler's "Running job ..." repeats the daemon's own run line, and httpx logs every
+    # canary query; only debug shows them. Their warnings always come through.
     chatter = level if level <= logging.DEBUG else max(level, logging.WARNING)
-    logging.getLogger("apscheduler").setLevel(chatter)
+    for name in ("apscheduler", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(chatter)
