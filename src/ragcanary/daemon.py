@@ -23,14 +23,14 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ragcanary.buffer import BufferedWriter
 from ragcanary.config import LoadedConfig, SuiteConfig, load_config
 from ragcanary.cycle import run_cycle
 from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
+from ragcanary.keeper import RunKeeper
 from ragcanary.logs import RedactSecrets
 from ragcanary.report import run_from_report, to_report
-from ragcanary.storage import StorageError, Store
+from ragcanary.storage import Store
 from ragcanary.target import make_client
 
 log = structlog.get_logger("ragcanary")
@@ -101,20 +101,20 @@ class Daemon:
         self.grace_s = grace_s
         self.rng = rng or random.Random()
         self.client_factory = client_factory
-        self.store = Store.from_url(loaded.config.storage)
-        self.writer = BufferedWriter(self.store, on_drop=self._dropped, on_reject=self._rejected)
+        self.keeper = RunKeeper(Store.from_url(loaded.config.storage))
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.started_at = time.time()
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
         self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
-        self._baselines: dict[JobKey, dict[str, Any]] = {}
-        self._previous: dict[JobKey, dict[str, Any]] = {}
         self._stop = asyncio.Event()
         self._stopping = False
-        self._migrated = False
         self.server: uvicorn.Server | None = None
         self.redactor.update(loaded.secrets)
+
+    @property
+    def store(self) -> Store:
+        return self.keeper.store
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ class Daemon:
         return 0
 
     async def startup(self) -> None:
-        await self._ensure_schema()
+        await self.keeper.ensure_schema()
         self.exporter.load(suite_pairs(self.loaded))
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
@@ -163,11 +163,6 @@ class Daemon:
                 )
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        await self._flush()
-        if self.writer.pending:
-            log.error(
-                "storage unreachable at shutdown; unsaved runs lost", runs=self.writer.pending
-            )
         for client in self._clients.values():
             await client.aclose()
         if self._closing:
@@ -176,7 +171,7 @@ class Daemon:
             self.server.should_exit = True
             if self._server_task is not None:
                 await asyncio.wait([self._server_task], timeout=5)
-        await asyncio.to_thread(self.store.close)
+        await self.keeper.close()
         log.info("stopped")
 
     def request_stop(self, reason: str = "signal") -> None:
@@ -347,7 +342,8 @@ class Daemon:
         if key.suite not in loaded.config.suites:
             raise KeyError(key.suite)
         suite_cfg = loaded.config.suites[key.suite]
-        baseline_report = await self._baseline_for(key, suite_cfg)
+        pair = (key.suite, key.target)
+        baseline_report = await self.keeper.baseline(pair, suite_cfg.baseline)
         baseline = (
             run_from_report(baseline_report, loaded.suites[key.suite]) if baseline_report else None
         )
@@ -356,156 +352,58 @@ class Daemon:
         )
         report = to_report(evaluation)
         self.exporter.observe_run(report)
-        if report["outcome"] != "unavailable":
-            self._previous[key] = report
-        # Storage may have come back during the run: without its tables the backlog would be
-        # refused for good rather than written.
-        await self._ensure_schema()
-        saved = await asyncio.to_thread(self.writer.write, report)
-        if not saved:
-            log.warning(
-                "storage unreachable; run kept in memory until it returns",
-                run_id=report["run_id"],
-                pending=self.writer.pending,
-            )
-        if suite_cfg.baseline == "pinned" and key not in self._baselines and saved:
-            await self._auto_pin(key, report)
-        self._log_run(report)
+        if await self.keeper.save(report) and suite_cfg.baseline == "pinned":
+            await self.keeper.pin_first_healthy(pair, report)
+        log_run(report)
         return report
-
-    async def _baseline_for(self, key: JobKey, suite: SuiteConfig) -> dict[str, Any] | None:
-        if suite.baseline == "previous":
-            if key not in self._previous:
-                found = await self._storage_call(
-                    self.store.latest_run, key.suite, key.target, exclude_unavailable=True
-                )
-                if found:
-                    full = await self._storage_call(self.store.get_report, found["run_id"])
-                    if full:
-                        self._previous[key] = full
-            return self._previous.get(key)
-        cached = self._baselines.get(key)
-        pinned = await self._storage_call(self.store.get_baseline, key.suite, key.target)
-        if pinned is None:
-            return cached
-        if cached is None or cached["run_id"] != pinned:
-            report = await self._storage_call(self.store.get_report, pinned)
-            if report:
-                self._baselines[key] = report
-        return self._baselines.get(key)
-
-    async def _auto_pin(self, key: JobKey, report: dict[str, Any]) -> None:
-        """Pin the first healthy run when nobody has pinned a baseline yet, so drift is watched."""
-        if report["outcome"] != "ok":
-            return
-        pinned = await self._storage_call(self.store.get_baseline, key.suite, key.target)
-        if pinned is not None:
-            return
-        if (
-            await self._storage_call(
-                self.store.set_baseline, key.suite, key.target, report["run_id"]
-            )
-            is None
-        ):
-            self._baselines[key] = report
-            log.info(
-                "no baseline pinned yet: pinned this first healthy run "
-                "(`ragcanary baseline accept` pins another)",
-                suite=key.suite,
-                target=key.target,
-                run_id=report["run_id"],
-            )
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); the next run compares with it."""
-        await asyncio.to_thread(self.store.set_baseline, suite, target, run_id)
-        self._baselines.pop(JobKey(suite, target), None)
-
-    async def _storage_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call storage in a thread; an outage is logged and answered with None."""
-        try:
-            await self._ensure_schema()
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except StorageError as exc:
-            log.warning("storage unreachable", error=str(exc), call=fn.__name__)
-            return None
-
-    async def _ensure_schema(self) -> None:
-        if self._migrated:
-            return
-        try:
-            await asyncio.to_thread(self.store.migrate)
-        except StorageError as exc:
-            log.warning("storage unreachable; runs are buffered until it returns", error=str(exc))
-            return
-        self._migrated = True
-
-    async def _flush(self) -> None:
-        await self._ensure_schema()
-        if self._migrated and self.writer.pending:
-            written = await asyncio.to_thread(self.writer.flush)
-            if written:
-                log.info("wrote buffered runs to storage", runs=written)
+        await self.keeper.set_baseline(suite, target, run_id)
 
     async def prune(self) -> None:
-        """Delete runs past the retention; pinned baselines and recent failures stay."""
+        """Delete runs past the configured retention."""
         config = self.loaded.config
-        deleted = await self._storage_call(
-            self.store.prune,
+        await self.keeper.prune(
             datetime.now(UTC),
             timedelta(seconds=config.retention),
             timedelta(seconds=config.retention_failed),
         )
-        if deleted:
-            log.info("pruned old runs", runs=deleted)
 
     def _client(self, target: str) -> httpx.AsyncClient:
         if target not in self._clients:
             self._clients[target] = self.client_factory(self.loaded.config.targets[target])
         return self._clients[target]
 
-    def _dropped(self, report: dict[str, Any]) -> None:
-        log.error(
-            "storage buffer full: dropped the oldest unsaved run",
-            run_id=report.get("run_id"),
-            suite=report.get("suite"),
-            target=report.get("target"),
-        )
 
-    def _rejected(self, report: dict[str, Any], error: Exception) -> None:
-        log.error(
-            "storage refused a run; it is not retried",
-            run_id=report.get("run_id"),
-            error=str(error),
-        )
-
-    def _log_run(self, report: Mapping[str, Any]) -> None:
-        metrics = report["metrics"]
-        key_metrics = {
-            m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
-        }
-        baseline = report.get("baseline") or {}
-        log.info(
-            "run",
+def log_run(report: Mapping[str, Any]) -> None:
+    """One summary line per run, and a warning with the reasons when queries failed."""
+    metrics = report["metrics"]
+    key_metrics = {
+        m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
+    }
+    baseline = report.get("baseline") or {}
+    log.info(
+        "run",
+        suite=report["suite"],
+        target=report["target"],
+        outcome=report["outcome"],
+        coverage=report["coverage"],
+        duration_s=report["duration_s"],
+        run_id=report["run_id"],
+        rank_overlap=baseline.get("rank_overlap"),
+        score_drift=baseline.get("score_drift"),
+        **key_metrics,
+    )
+    failed = {
+        o: n for o, n in report["counts"]["outcomes"].items() if n and o not in ("ok", "empty")
+    }
+    if failed:
+        errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
+        log.warning(
+            "queries failed",
             suite=report["suite"],
             target=report["target"],
-            outcome=report["outcome"],
-            coverage=report["coverage"],
-            duration_s=report["duration_s"],
-            run_id=report["run_id"],
-            rank_overlap=baseline.get("rank_overlap"),
-            score_drift=baseline.get("score_drift"),
-            **key_metrics,
+            reasons=failed,
+            examples=errors,
         )
-        failed = {
-            o: n for o, n in report["counts"]["outcomes"].items() if n and o not in ("ok", "empty")
-        }
-        if failed:
-            errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
-            log.warning(
-                "queries failed",
-                suite=report["suite"],
-                target=report["target"],
-                reasons=failed,
-                examples=errors,
-            )
