@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,6 +57,15 @@ def _fail(exc: RagcanaryError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
+@contextlib.contextmanager
+def _exit_on_error() -> Iterator[None]:
+    """Turn ragcanary's own errors into their message and exit code, never a traceback."""
+    try:
+        yield
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+
+
 def _pairs(loaded: LoadedConfig, suite: str | None, target: str | None) -> list[tuple[str, str]]:
     """The (suite, target) pairs a command works on, refusing names the config lacks."""
     suites = loaded.config.suites
@@ -91,13 +101,11 @@ def run(
     """Run every canary once now and gate on it: exit 0 pass, 1 regression, 3 unavailable."""
     from ragcanary.commands import run_once
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         pairs = _pairs(loaded, suite, target)
         baselines = load_reports(baseline) if baseline else []
         reports = asyncio.run(run_once(loaded, pairs, baselines, Console()))
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     _write_outputs(reports, report, junit, markdown)
     raise typer.Exit(_exit_code(reports))
 
@@ -131,10 +139,8 @@ def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
 @app.command()
 def validate(config: ConfigOption = None) -> None:
     """Check the config and every suite file; print every problem with file, path and line."""
-    try:
+    with _exit_on_error():
         loaded = _load(config)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     cases = sum(len(s.cases) for s in loaded.suites.values())
     typer.echo(
         f"{loaded.path}: ok ({len(loaded.config.targets)} targets, "
@@ -153,7 +159,7 @@ def compare(
     """A/B two targets on one suite; exit 1 when B is significantly worse than A."""
     from ragcanary.commands import compare_targets
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         for name in (target_a, target_b):
             _pairs(loaded, suite, None)
@@ -162,8 +168,6 @@ def compare(
                     f"{name}: no such target; the config has: " + ", ".join(loaded.config.targets)
                 )
         code, reports = asyncio.run(compare_targets(loaded, suite, target_a, target_b, Console()))
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     if report:
         dump_reports(reports, report)
     raise typer.Exit(code)
@@ -182,7 +186,7 @@ def bootstrap(
     """Draft a suite from live results, for a person to label."""
     from ragcanary.commands import draft
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         if target not in loaded.config.targets:
             raise UsageError(
@@ -190,8 +194,6 @@ def bootstrap(
                 + ", ".join(loaded.config.targets)
             )
         text = asyncio.run(draft(loaded, target, queries, depth))
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     if out:
         out.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {out}; label each case's `relevant:` from the listed results")
@@ -210,10 +212,8 @@ def import_beir(
     """Write a suite file from a BEIR dataset directory (queries.jsonl, qrels/SPLIT.tsv)."""
     from ragcanary.commands import import_collection
 
-    try:
+    with _exit_on_error():
         message = import_collection("beir", (directory,), out, split=split)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     typer.echo(message)
 
 
@@ -228,10 +228,8 @@ def import_trec(
     """Write a suite file from TREC qrels and topics."""
     from ragcanary.commands import import_collection
 
-    try:
+    with _exit_on_error():
         message = import_collection("trec", (qrels, topics), out)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     typer.echo(message)
 
 
@@ -260,14 +258,12 @@ def demo(
     from ragcanary.commands import run_demo
     from ragcanary.units import DURATION_HINT, parse_duration
 
-    try:
+    with _exit_on_error():
         try:
             seconds = parse_duration(run_for) if run_for else None
         except ValueError as exc:
             raise UsageError(f"--for: {exc}; {DURATION_HINT}") from None
         code = run_demo(drift, port, listen, every, workdir, Console(), once, seconds)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     raise typer.Exit(code)
 
 
@@ -276,11 +272,9 @@ def serve(config: ConfigOption = None) -> None:
     """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
     from ragcanary.commands import serve as run_daemon
 
-    try:
+    with _exit_on_error():
         path = config_path(config, os.environ)
         code = run_daemon(path, os.environ)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     raise typer.Exit(code)
 
 
@@ -301,12 +295,10 @@ def baseline_accept(
     """Pin a run as the baseline of a suite on a target."""
     from ragcanary.commands import accept_baseline
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         _pairs(loaded, suite, target)
         pinned = accept_baseline(loaded, suite, target, run_id)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
     typer.echo(f"baseline of {suite} on {target} is now run {pinned}")
 
 
@@ -315,10 +307,8 @@ def baseline_show(config: ConfigOption = None, as_json: JsonOption = False) -> N
     """Show the pinned baselines."""
     from ragcanary.commands import show_baselines
 
-    try:
+    with _exit_on_error():
         show_baselines(_load(config), Console(), as_json)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
 
 
 @app.command()
@@ -337,12 +327,10 @@ def diff(
     """What changed between two runs: metrics, ids that entered or left, score moves."""
     from ragcanary.commands import show_diff
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         _pairs(loaded, suite, target)
         show_diff(loaded, suite, target, from_run, to_run, Console(), as_json)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
 
 
 @app.command()
@@ -357,12 +345,10 @@ def history(
     """One canary over time: rank of each relevant id, top score, outcome."""
     from ragcanary.commands import show_history
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         _pairs(loaded, suite, target)
         show_history(loaded, suite, case, target, since, Console(), as_json)
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
 
 
 @app.command()
@@ -375,12 +361,10 @@ def calibrate(
     """Run the unchanged system N times; show the noise of every signal and fitting thresholds."""
     from ragcanary.commands import calibrate_noise
 
-    try:
+    with _exit_on_error():
         loaded = _load(config)
         _pairs(loaded, suite, target)
         asyncio.run(calibrate_noise(loaded, suite, target, runs, Console()))
-    except RagcanaryError as exc:
-        raise _fail(exc) from None
 
 
 def _version(value: bool) -> None:
