@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragcanary.results import Answer
-from ragcanary.runner import RateLimiter, run_suite
+from ragcanary.runner import RateLimiter, TargetGate, run_suite
 from ragcanary.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
@@ -131,6 +131,52 @@ async def test_at_most_concurrency_queries_are_in_flight():
         run = await run_suite("s", make_suite(9), target, depth=5, concurrency=3, rate_limit=None)
     assert target.max_in_flight == 3
     assert len(run.results) == 9
+
+
+async def test_runs_sharing_a_target_gate_stay_within_its_concurrency_together():
+    """Two suites running at once against one target share its C slots, not C each."""
+    target = CountingTarget(asyncio.Barrier(3))
+    gate = TargetGate(3, None)
+    async with asyncio.timeout(5):
+        first, second = await asyncio.gather(
+            run_suite(
+                "a", make_suite(6), target, depth=5, concurrency=3, rate_limit=None, gate=gate
+            ),
+            run_suite(
+                "b", make_suite(6), target, depth=5, concurrency=3, rate_limit=None, gate=gate
+            ),
+        )
+    assert target.max_in_flight == 3
+    assert len(first.results) == len(second.results) == 6
+
+
+async def test_runs_sharing_a_target_gate_share_its_rate_limit():
+    """Starts of two concurrent runs against one target are spaced as one stream."""
+    clock = Clock()
+    gate = TargetGate(4, 10, clock=clock, sleep=clock.sleep)
+    await asyncio.gather(
+        run_suite(
+            "a",
+            make_suite(3),
+            CountingTarget(),
+            depth=5,
+            concurrency=4,
+            rate_limit=None,
+            gate=gate,
+            clock=clock,
+        ),
+        run_suite(
+            "b",
+            make_suite(3),
+            CountingTarget(),
+            depth=5,
+            concurrency=4,
+            rate_limit=None,
+            gate=gate,
+            clock=clock,
+        ),
+    )
+    assert clock.delays == [pytest.approx(0.1 * i) for i in range(1, 6)]
 
 
 async def test_results_are_in_suite_order_whatever_order_they_finish_in():

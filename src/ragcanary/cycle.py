@@ -10,7 +10,7 @@ from ragcanary.config import LoadedConfig
 from ragcanary.evaluation import Evaluation, evaluate
 from ragcanary.redact import Redactor
 from ragcanary.results import CaseResult, RunResult
-from ragcanary.runner import run_suite
+from ragcanary.runner import TargetGate, run_suite
 from ragcanary.target import HttpTarget
 
 
@@ -22,8 +22,12 @@ async def run_cycle(
     *,
     baseline: RunResult | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
+    gate: TargetGate | None = None,
 ) -> Evaluation:
-    """Run ``suite_name`` once against ``target_name`` and judge it against ``baseline``."""
+    """Run ``suite_name`` once against ``target_name`` and judge it against ``baseline``.
+
+    Runs that may overlap against one target (the daemon's) pass that target's ``gate``.
+    """
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
     target = HttpTarget(target_name, target_cfg, client, redact=Redactor(loaded.secrets))
@@ -35,5 +39,6 @@ async def run_cycle(
         concurrency=target_cfg.concurrency,
         rate_limit=target_cfg.rate_limit,
         on_result=on_result,
+        gate=gate,
     )
     return evaluate(run, suite_cfg, baseline)

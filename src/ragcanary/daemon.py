@@ -30,6 +30,7 @@ from ragcanary.exporter import Exporter, SuitePairs
 from ragcanary.keeper import RunKeeper
 from ragcanary.logs import RedactSecrets
 from ragcanary.report import run_from_report, to_report
+from ragcanary.runner import TargetGate
 from ragcanary.storage import Store
 from ragcanary.target import make_client
 
@@ -105,6 +106,7 @@ class Daemon:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.started_at = time.time()
         self._clients: dict[str, httpx.AsyncClient] = {}
+        self._gates: dict[str, TargetGate] = {}  # shared limits of each target across suites
         self._running: dict[str, asyncio.Task[None]] = {}
         self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
         self._stop = asyncio.Event()
@@ -236,6 +238,7 @@ class Daemon:
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
         self._retire_clients()
+        self._gates = {}
         self.exporter.load(suite_pairs(loaded))
         self.exporter.set_reload_result(True)
         self._schedule_all()
@@ -348,7 +351,12 @@ class Daemon:
             run_from_report(baseline_report, loaded.suites[key.suite]) if baseline_report else None
         )
         evaluation = await run_cycle(
-            loaded, key.suite, key.target, self._client(key.target), baseline=baseline
+            loaded,
+            key.suite,
+            key.target,
+            self._client(key.target),
+            baseline=baseline,
+            gate=self._gate(key.target),
         )
         report = to_report(evaluation)
         self.exporter.observe_run(report)
@@ -369,6 +377,12 @@ class Daemon:
             timedelta(seconds=config.retention),
             timedelta(seconds=config.retention_failed),
         )
+
+    def _gate(self, target: str) -> TargetGate:
+        if target not in self._gates:
+            config = self.loaded.config.targets[target]
+            self._gates[target] = TargetGate(config.concurrency, config.rate_limit)
+        return self._gates[target]
 
     def _client(self, target: str) -> httpx.AsyncClient:
         if target not in self._clients:

@@ -51,6 +51,28 @@ class RateLimiter:
             await self._sleep(slot - now)
 
 
+class TargetGate:
+    """What every run against one target shares: its concurrency slots and its rate limit.
+
+    The daemon keeps one per target so that two suites running at once against the same
+    target still stay within its ``concurrency`` and ``rate_limit`` together.
+    """
+
+    def __init__(
+        self,
+        concurrency: int,
+        rate_limit: float | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
+        self.concurrency = concurrency
+        self.slots = asyncio.Semaphore(concurrency)
+        self.limiter = RateLimiter(rate_limit, clock=clock, sleep=sleep) if rate_limit else None
+
+
 async def run_suite(
     suite_name: str,
     suite: Suite,
@@ -64,17 +86,17 @@ async def run_suite(
     now: Callable[[], datetime] = _utc_now,
     sleep: Sleep = asyncio.sleep,
     run_id: str | None = None,
+    gate: TargetGate | None = None,
 ) -> RunResult:
     """Ask ``target`` every case of ``suite`` for its top ``depth`` and collect the answers.
 
     At most ``concurrency`` queries are in flight and at most ``rate_limit`` start per
     second. ``on_result`` is called as each case finishes; the returned results are in
     suite order whatever order they finished in. Cancelling the call cancels every
-    query in flight.
+    query in flight. Runs given the same ``gate`` share its limits (``concurrency`` and
+    ``rate_limit`` are then the gate's).
     """
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
-    limiter = RateLimiter(rate_limit, clock=clock, sleep=sleep) if rate_limit else None
+    gate = gate or TargetGate(concurrency, rate_limit, clock=clock, sleep=sleep)
     started_at = now()
     started = clock()
     cases = suite.cases
@@ -84,16 +106,18 @@ async def run_suite(
     async def worker() -> None:
         # Workers share one iterator: no await between taking an index and owning it.
         for index in pending:
-            if limiter is not None:
-                await limiter.acquire()
-            result = CaseResult(cases[index], await _ask(target, cases[index], depth, clock))
+            async with gate.slots:
+                if gate.limiter is not None:
+                    await gate.limiter.acquire()
+                answer = await _ask(target, cases[index], depth, clock)
+            result = CaseResult(cases[index], answer)
             results[index] = result
             if on_result is not None:
                 on_result(result)
 
     try:
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, len(cases))):
+            for _ in range(min(gate.concurrency, len(cases))):
                 group.create_task(worker())
     except BaseExceptionGroup as failed:
         # Only a failing on_result gets here (searches cannot raise). Every worker calls the
