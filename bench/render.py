@@ -43,7 +43,7 @@ def render(
         "repeat": str(scale.runner_repeat),
         "runner_table": _runner_table(runner),
         "ceiling_table": _ceiling_table(ceiling),
-        "runner_meaning": _runner_meaning(runner, ceiling),
+        "runner_meaning": _runner_meaning(runner, ceiling, any(results["sniffio"].values())),
         "evaluation_table": _evaluation_table(evaluation),
         "parts_table": _parts_table(evaluation),
         "evaluation_meaning": _evaluation_meaning(evaluation),
@@ -100,7 +100,9 @@ def _ceiling_table(timings: list[CycleTiming]) -> str:
     return table(["concurrency C", "cycle s", "queries per s", "ms per query"], rows)
 
 
-def _runner_meaning(timings: list[CycleTiming], ceiling: list[CycleTiming]) -> str:
+def _runner_meaning(
+    timings: list[CycleTiming], ceiling: list[CycleTiming], sniffio_missing: bool
+) -> str:
     free = [t for t in timings if t.rate_limit is None]
     limited = [t for t in timings if t.rate_limit is not None]
     delay = free[0].delay_s
@@ -129,8 +131,8 @@ def _runner_meaning(timings: list[CycleTiming], ceiling: list[CycleTiming]) -> s
             f"{widest_ceiling.median_s * 1000 / widest_ceiling.queries:.1f} ms at "
             f"C = {widest_ceiling.concurrency}. A profile shows httpcore's connection pool "
             "rescanning every connection for each queued request "
-            "(`_assign_requests_to_connections`, encode/httpcore PR #1035) and, see the notes, "
-            "failed imports of sniffio."
+            "(`_assign_requests_to_connections`, encode/httpcore PR #1035)"
+            + (" and, see the notes, failed imports of sniffio." if sniffio_missing else ".")
         )
     parts.append(
         "A canary suite of a few hundred queries every few minutes is far from these limits; "
