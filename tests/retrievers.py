@@ -24,6 +24,33 @@ CORPUS: dict[str, list[tuple[str, float]]] = {
 }
 
 
+def target_entry(url: str, key_var: str = "VENDOR_KEY", **overrides: Any) -> dict[str, Any]:
+    """A config file's entry for a target mapping FakeRetriever's API, its key from ``${key_var}``.
+
+    JSON of it is valid YAML, so config templates can embed it as a flow mapping.
+    """
+    return {
+        "url": url,
+        "method": "POST",
+        "headers": {"X-Api-Key": f"${{{key_var}}}"},
+        "body": {"text": "{query}", "top_k": "{k}"},
+        "results": "data.matches",
+        "id": "chunk.meta.parent_id",
+        "score": "relevance",
+        **overrides,
+    }
+
+
+def graded_corpus(queries: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+    """Ten ranked docs per query: ``rel-i`` at rank 1, 2 or 3 among ``doc-i-0`` .. ``doc-i-8``."""
+    corpus = {}
+    for i, query in enumerate(queries):
+        docs = [f"doc-{i}-{j}" for j in range(9)]
+        docs.insert(i % 3, f"rel-{i}")
+        corpus[query] = [(doc, round(0.95 - r * 0.05, 4)) for r, doc in enumerate(docs)]
+    return corpus
+
+
 @dataclass
 class Recorded:
     """One request the retriever received."""
@@ -67,19 +94,9 @@ class FakeRetriever:
 
     def target_config(self, **overrides: Any) -> TargetConfig:
         """A TargetConfig that maps this retriever's API; keyword arguments override fields."""
-        fields: dict[str, Any] = {
-            "url": self.url,
-            "method": "POST",
-            "headers": {"X-Api-Key": self.api_key},
-            "body": {"text": "{query}", "top_k": "{k}"},
-            "results": "data.matches",
-            "id": "chunk.meta.parent_id",
-            "score": "relevance",
-            "timeout": 5.0,
-            "retries": 0,
-        }
-        fields.update(overrides)
-        return TargetConfig(**fields)
+        fields = target_entry(self.url, timeout=5.0, retries=0)
+        fields["headers"] = {"X-Api-Key": self.api_key}
+        return TargetConfig(**(fields | overrides))
 
     def ranked(self, query: str, top_k: int) -> list[tuple[str, float]]:
         """What the retriever answers right now, after every degradation knob."""

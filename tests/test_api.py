@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from retrievers import FakeRetriever
+from retrievers import FakeRetriever, target_entry
 
 from ragcanary.api import create_app
 from ragcanary.config import load_config
@@ -35,23 +35,7 @@ SUITES = {
 
 CONFIG = """\
 storage: sqlite:///{db}
-targets:
-  vendor:
-    url: {url}
-    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
-    body: {{text: "{{query}}", top_k: "{{k}}"}}
-    results: data.matches
-    id: chunk.meta.parent_id
-    score: relevance
-    retries: 0
-  mirror:
-    url: {url}
-    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
-    body: {{text: "{{query}}", top_k: "{{k}}"}}
-    results: data.matches
-    id: chunk.meta.parent_id
-    score: relevance
-    retries: 0
+targets: {targets}
 suites:
   core:
     cases: core.yaml
@@ -64,6 +48,12 @@ suites:
     k: [1, 3]
     depth: 5
 """
+
+
+def _targets(url: str) -> str:
+    entry = target_entry(url, retries=0)
+    return json.dumps({"vendor": entry, "mirror": entry})
+
 
 VENDOR, MIRROR, OTHER = (
     JobKey("core", "vendor"),
@@ -102,7 +92,9 @@ def _config(tmp_path: Path, url: str) -> Path:
         (tmp_path / name).write_text(json.dumps(suite), encoding="utf-8")
     (tmp_path / "db").mkdir()
     path = tmp_path / "ragcanary.yaml"
-    path.write_text(CONFIG.format(db=tmp_path / "db" / "ragcanary.db", url=url), encoding="utf-8")
+    path.write_text(
+        CONFIG.format(db=tmp_path / "db" / "ragcanary.db", targets=_targets(url)), encoding="utf-8"
+    )
     return path
 
 

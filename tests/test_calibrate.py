@@ -10,7 +10,7 @@ import pytest
 from factories import answer, case, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from retrievers import FakeRetriever
+from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.calibrate import measure_noise
@@ -157,15 +157,7 @@ API_KEY = "sk-calibrate-8a61c0"
 
 CONFIG = """\
 storage: sqlite:///{db}
-targets:
-  vendor:
-    url: {url}
-    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
-    body: {{text: "{{query}}", top_k: "{{k}}"}}
-    results: data.matches
-    id: chunk.meta.parent_id
-    score: relevance
-    retries: 0
+targets: {targets}
 suites:
   core:
     cases: suite.yaml
@@ -185,7 +177,13 @@ COMMAND_SUITE = {
 def _config(tmp_path: Path, url: str) -> Path:
     (tmp_path / "suite.yaml").write_text(json.dumps(COMMAND_SUITE), encoding="utf-8")
     config = tmp_path / "ragcanary.yaml"
-    config.write_text(CONFIG.format(db=tmp_path / "ragcanary.db", url=url), encoding="utf-8")
+    config.write_text(
+        CONFIG.format(
+            db=tmp_path / "ragcanary.db",
+            targets=json.dumps({"vendor": target_entry(url, retries=0)}),
+        ),
+        encoding="utf-8",
+    )
     return config
 
 

@@ -14,23 +14,14 @@ from typing import Any
 
 import pytest
 import pytrec_eval
-from retrievers import FakeRetriever
+import yaml
+from retrievers import FakeRetriever, graded_corpus, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli import app
 
 API_KEY = "sk-live-7f3a9c1e5b"
 QUERIES = [f"question {i:02d}" for i in range(30)]
-
-
-def _corpus() -> dict[str, list[tuple[str, float]]]:
-    """Thirty queries, ten ranked docs each; the relevant doc sits at rank 1, 2 or 3."""
-    corpus = {}
-    for i, query in enumerate(QUERIES):
-        others = [f"doc-{i}-{j}" for j in range(9)]
-        others.insert(i % 3, f"rel-{i}")
-        corpus[query] = [(doc, round(0.95 - r * 0.05, 4)) for r, doc in enumerate(others)]
-    return corpus
 
 
 SUITE = {
@@ -41,39 +32,29 @@ SUITE = {
     + [{"id": "label-free", "query": QUERIES[0]}]
 }
 
-CONFIG = """\
-targets:
-  vendor:
-    url: {url}
-    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
-    body: {{text: "{{query}}", top_k: "{{k}}"}}
-    results: data.matches
-    id: chunk.meta.parent_id
-    score: relevance
-    timeout: 2s
-    retries: 0
-  {extra}
-suites:
-  core:
-    cases: suite.yaml
-    targets: [vendor]
-    k: [1, 3, 5, 10]
-    depth: 10
-    thresholds:
-      max_drop: 0.02
-"""
-
 
 @pytest.fixture
 def retriever() -> Iterator[FakeRetriever]:
-    with FakeRetriever(corpus=_corpus(), api_key=API_KEY) as fake:
+    with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as fake:
         yield fake
 
 
-def _write_config(tmp_path: Path, url: str, extra: str = "") -> Path:
+def _write_config(tmp_path: Path, url: str, worse_url: str | None = None) -> Path:
+    """A config for the retriever at ``url`` (target vendor) and, if given, ``worse_url``."""
+    targets = {"vendor": target_entry(url, timeout="2s", retries=0)}
+    if worse_url:
+        targets["worse"] = target_entry(worse_url)
+    core = {
+        "cases": "suite.yaml",
+        "targets": list(targets),
+        "k": [1, 3, 5, 10],
+        "depth": 10,
+        "thresholds": {"max_drop": 0.02},
+    }
     (tmp_path / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
     path = tmp_path / "ragcanary.yaml"
-    path.write_text(CONFIG.format(url=url, extra=extra), encoding="utf-8")
+    config = {"targets": targets, "suites": {"core": core}}
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 
 
@@ -218,12 +199,14 @@ def test_outage_exits_3_unavailable_not_regression(
 
 def test_bad_duration_exits_2_naming_the_field(tmp_path: Path) -> None:
     config = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
-    config.write_text(config.read_text().replace("timeout: 2s", "timeout: 2 minutes-ish"))
+    lines = config.read_text().replace("timeout: 2s", "timeout: 2 minutes-ish").splitlines()
+    config.write_text("\n".join(lines) + "\n")
+    line = next(n for n, text in enumerate(lines, 1) if "timeout:" in text)
     for command in ("run", "validate"):
         result = _invoke(command, "-c", str(config))
         assert result.exit_code == 2
         assert "targets.vendor.timeout" in result.output
-        assert "line 9" in result.output
+        assert f"line {line}" in result.output
         assert "30s" in result.output
 
 
@@ -244,17 +227,9 @@ def test_validate_passes_a_good_config(tmp_path: Path) -> None:
 
 
 def test_compare_exits_1_when_b_is_clearly_worse(tmp_path: Path, retriever: FakeRetriever) -> None:
-    with FakeRetriever(corpus=_corpus(), api_key=API_KEY) as worse:
+    with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as worse:
         worse.drop_ids = {f"rel-{i}" for i in range(15)}
-        extra = (
-            f'worse:\n    url: {worse.url}\n    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}\n'
-            '    body: {text: "{query}", top_k: "{k}"}\n    results: data.matches\n'
-            "    id: chunk.meta.parent_id\n    score: relevance\n"
-        )
-        config = _write_config(tmp_path, retriever.url, extra)
-        config.write_text(
-            config.read_text().replace("targets: [vendor]", "targets: [vendor, worse]")
-        )
+        config = _write_config(tmp_path, retriever.url, worse.url)
         result = _invoke("compare", "-c", str(config), "--suite", "core", "vendor", "worse")
         assert result.exit_code == 1, result.output
         assert "win/tie/loss" in result.output

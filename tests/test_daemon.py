@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy
 import yaml
 from daemon_harness import DaemonProcess, Scrape, TcpProxy, free_port, wait_for
-from retrievers import FakeRetriever
+from retrievers import FakeRetriever, graded_corpus, target_entry
 from sqlalchemy.pool import NullPool
 from typer.testing import CliRunner
 
@@ -77,16 +77,6 @@ QUALITY = (
 )
 
 
-def _corpus() -> dict[str, list[tuple[str, float]]]:
-    """Ten ranked docs per query; the relevant one sits at rank 1, 2 or 3."""
-    corpus = {}
-    for i, query in enumerate(QUERIES):
-        docs = [f"doc-{i}-{j}" for j in range(9)]
-        docs.insert(i % 3, f"rel-{i}")
-        corpus[query] = [(doc, round(0.95 - r * 0.05, 4)) for r, doc in enumerate(docs)]
-    return corpus
-
-
 def _cases(first: int, count: int) -> dict[str, Any]:
     return {
         "cases": [
@@ -97,16 +87,7 @@ def _cases(first: int, count: int) -> dict[str, Any]:
 
 
 def _config(storage: str, port: int, url: str, suites: dict[str, Any]) -> dict[str, Any]:
-    vendor = {
-        "url": url,
-        "headers": {"X-Api-Key": "${VENDOR_KEY}"},
-        "body": {"text": "{query}", "top_k": "{k}"},
-        "results": "data.matches",
-        "id": "chunk.meta.parent_id",
-        "score": "relevance",
-        "timeout": "5s",
-        "retries": 0,
-    }
+    vendor = target_entry(url, timeout="5s", retries=0)
     return {
         "storage": storage,
         "listen": f"127.0.0.1:{port}",
@@ -201,7 +182,7 @@ def world(storage: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
     directory = tmp_path_factory.mktemp("daemon")
     for name, first, count in (("core", 0, 30), ("spare", 0, 5), ("fresh", 5, 5)):
         (directory / f"{name}.yaml").write_text(json.dumps(_cases(first, count)), encoding="utf-8")
-    with FakeRetriever(corpus=_corpus(), api_key=API_KEY) as retriever:
+    with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever:
         world = World(directory, storage, retriever, free_port())
         world.write_config({"core": CORE_SUITE, "spare": SPARE_SUITE})
         try:
@@ -556,7 +537,7 @@ def proxied(
     direct = sqlalchemy.make_url(postgres_url)
     (tmp_path / "core.yaml").write_text(json.dumps(_cases(0, 10)), encoding="utf-8")
     with (
-        FakeRetriever(corpus=_corpus(), api_key=API_KEY) as retriever,
+        FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever,
         TcpProxy((direct.host or "127.0.0.1", direct.port or 5432)) as proxy,
     ):
         storage = direct.set(port=proxy.port).render_as_string(hide_password=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from retrievers import FakeRetriever
+from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli import app
@@ -30,23 +30,7 @@ SUITE = {
 
 CONFIG = """\
 storage: sqlite:///{db}
-targets:
-  vendor:
-    url: {url}
-    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
-    body: {{text: "{{query}}", top_k: "{{k}}"}}
-    results: data.matches
-    id: chunk.meta.parent_id
-    score: relevance
-    retries: 0
-  mirror:
-    url: {url}
-    headers: {{X-Api-Key: "${{VENDOR_KEY}}"}}
-    body: {{text: "{{query}}", top_k: "{{k}}"}}
-    results: data.matches
-    id: chunk.meta.parent_id
-    score: relevance
-    retries: 0
+targets: {targets}
 suites:
   core:
     cases: suite.yaml
@@ -54,6 +38,12 @@ suites:
     k: [1, 3]
     depth: 5
 """
+
+
+def _targets(url: str) -> str:
+    entry = target_entry(url, retries=0)
+    return json.dumps({"vendor": entry, "mirror": entry})
+
 
 VENDOR, MIRROR = JobKey("core", "vendor"), JobKey("core", "mirror")
 
@@ -92,7 +82,9 @@ async def _runs(config: Path, retriever: FakeRetriever) -> dict[str, str]:
 def _write_config(directory: Path, url: str) -> tuple[Path, str]:
     (directory / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
     config = directory / "ragcanary.yaml"
-    config.write_text(CONFIG.format(db=directory / "ragcanary.db", url=url), encoding="utf-8")
+    config.write_text(
+        CONFIG.format(db=directory / "ragcanary.db", targets=_targets(url)), encoding="utf-8"
+    )
     return config, f"sqlite:///{directory / 'ragcanary.db'}"
 
 
