@@ -109,8 +109,9 @@ def test_run_reports_exactly_what_was_served_and_equals_trec_eval(
     assert report["coverage"] == 1.0
     assert report["duration_s"] > 0
     for case in report["cases"]:
-        served = [doc for doc, _ in retriever.ranked(case["query"], 10)]
-        assert case["ids"] == served
+        served = retriever.ranked(case["query"], 10)
+        assert case["ids"] == [doc for doc, _ in served]
+        assert case["scores"] == [score for _, score in served]
     reference = _trec_eval({c["id"]: c["ids"] for c in report["cases"]})
     names = {
         "P_": "precision@",
@@ -123,10 +124,10 @@ def test_run_reports_exactly_what_was_served_and_equals_trec_eval(
             assert case["metrics"] == {}
             continue
         expected = reference[case["id"]]
-        assert abs(case["metrics"]["rr"] - expected["recip_rank"]) < 1e-6
+        assert abs(case["metrics"]["rr"] - expected["recip_rank"]) < 1e-9
         for prefix, name in names.items():
             for k in (1, 3, 5, 10):
-                assert abs(case["metrics"][f"{name}{k}"] - expected[f"{prefix}{k}"]) < 1e-6
+                assert abs(case["metrics"][f"{name}{k}"] - expected[f"{prefix}{k}"]) < 1e-9
     assert all(r.headers.get("X-Api-Key") == API_KEY for r in retriever.requests)
     assert all(r.body["top_k"] == 10 for r in retriever.requests)
     suites = ET.parse(out / "junit.xml").getroot()

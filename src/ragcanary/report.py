@@ -16,11 +16,15 @@ from ragcanary.results import OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.suite import Suite
 
 
-def _num(value: float | None, digits: int = 6) -> float | None:
-    """Round for stable, readable JSON; NaN/inf become null so the file stays valid JSON."""
+def _num(value: float | None, digits: int | None = None) -> float | None:
+    """A finite number for JSON (NaN/inf become null); rounded only where asked (timings).
+
+    Metric values and scores are never rounded: the report must hold exactly what was
+    served and exactly what trec_eval would compute.
+    """
     if value is None or not math.isfinite(value):
         return None
-    return round(value, digits)
+    return round(value, digits) if digits is not None else float(value)
 
 
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
