@@ -35,7 +35,7 @@ API_KEY = "sk-live-7f3a9c1e5b"
 ADMIN_TOKEN = "adm-4c1d9e77f2"
 QUERIES = [f"question {i:02d}" for i in range(30)]
 LOST = range(12)  # 40% of the queries lose their relevant document
-RUNS_S = 15.0  # deadline for a couple of runs on a 1-second schedule, with room for a slow CI
+RUNS_S = 30.0  # deadline for a couple of runs on a 1-second schedule, with room for a slow CI
 CORE = {"suite": "core", "target": "vendor"}
 OVERRIDES = [f"RAGCANARY_{name}" for name in ("STORAGE", "LISTEN", "ADMIN_TOKEN", "CONFIG")]
 
@@ -338,7 +338,9 @@ def test_outage_gives_coverage_0_and_unavailable_runs_without_touching_hit_rate(
         assert quality, name
         for sample in quality:
             assert after.value(name, **sample.labels) == sample.value, sample
-    assert after.total("ragcanary_queries_total", **CORE, outcome="http_5xx") >= 90
+    # The first unavailable run may have straddled the switch to 503; the two after it did not.
+    failed = after.total("ragcanary_queries_total", **CORE, outcome="http_5xx")
+    assert failed - before.total("ragcanary_queries_total", **CORE, outcome="http_5xx") >= 60
     last_success = after.number("ragcanary_last_success_timestamp_seconds", **CORE)
     assert last_success < after.number("ragcanary_last_run_timestamp_seconds", **CORE)
     warnings = [e for e in world.daemon.events() if e["event"] == "queries failed"]
