@@ -185,6 +185,8 @@ def run_demo(
 ) -> int:
     """`ragcanary demo`: the bundled retriever and the daemon watching it (or one gated run)."""
     import asyncio
+    import shutil
+    import sys
 
     from ragcanary.config import load_config
     from ragcanary.demo.retriever import MODES, BackgroundServer
@@ -194,11 +196,16 @@ def run_demo(
     with BackgroundServer(port=port, mode=mode) as retriever:
         path = write_demo_config(workdir, retriever.port, listen, every)
         loaded = load_config(path, {})
-        console.print(f"demo retriever: {retriever.url} (mode [bold]{mode}[/]); config: {path}")
+        console.print(
+            f"demo retriever: {retriever.url} (mode [bold]{mode}[/]); config: {path}",
+            soft_wrap=True,
+        )
         if once:
             reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
             return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
         api = f"http://{loaded.config.listen}"
+        # After `make demo` the command lives in .venv/bin, not on PATH: show one that runs.
+        cli = "ragcanary" if shutil.which("ragcanary") else f"{sys.executable} -m ragcanary"
         console.print(
             f"""ragcanary is watching it every {every}:
   metrics     {api}/metrics
@@ -207,11 +214,12 @@ def run_demo(
 Switch the retriever into an incident while it runs (drop-docs, shift-scores, shuffle, down):
   curl -X POST {retriever.url}/mode -H 'content-type: application/json' -d '{{"mode": "drop-docs"}}'
 Then see what changed:
-  ragcanary diff -c {path} --suite demo --target demo-bm25
+  {cli} diff -c {path} --suite demo --target demo-bm25
   curl -s {api}/metrics | grep -E 'ragcanary_(hit_rate|regression|rank_overlap|score_drift)'
 Ctrl-C stops the demo.""",
             highlight=False,
             markup=False,
+            soft_wrap=True,  # never break the commands a newcomer copies
         )
         return serve(path, {}, run_for=run_for)
 
