@@ -15,7 +15,7 @@ from ragcanary.config import LoadedConfig
 from ragcanary.cycle import run_cycle
 from ragcanary.errors import UsageError
 from ragcanary.evaluation import Evaluation
-from ragcanary.report import run_from_report, to_report
+from ragcanary.report import run_from_report, to_report, unanswered
 from ragcanary.results import CaseResult, RunResult
 from ragcanary.table import render_report
 from ragcanary.target import make_client
@@ -75,9 +75,7 @@ def _pick_baseline(
 
 
 def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
-    failed = {
-        o: n for o, n in report["counts"]["outcomes"].items() if n and o not in ("ok", "empty")
-    }
+    failed = unanswered(report)
     if not failed:
         return None
     reasons = ", ".join(f"{o}={n}" for o, n in failed.items())

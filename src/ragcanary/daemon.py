@@ -7,7 +7,6 @@ import contextlib
 import os
 import random
 import signal
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,7 +28,7 @@ from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
 from ragcanary.keeper import RunKeeper
 from ragcanary.logs import RedactSecrets
-from ragcanary.report import run_from_report, to_report
+from ragcanary.report import run_from_report, to_report, unanswered
 from ragcanary.runner import TargetGate
 from ragcanary.storage import Store
 from ragcanary.target import make_client
@@ -104,7 +103,6 @@ class Daemon:
         self.client_factory = client_factory
         self.keeper = RunKeeper(Store.from_url(loaded.config.storage))
         self.scheduler = AsyncIOScheduler(timezone=UTC)
-        self.started_at = time.time()
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._gates: dict[str, TargetGate] = {}  # shared limits of each target across suites
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -409,9 +407,7 @@ def log_run(report: Mapping[str, Any]) -> None:
         score_drift=baseline.get("score_drift"),
         **key_metrics,
     )
-    failed = {
-        o: n for o, n in report["counts"]["outcomes"].items() if n and o not in ("ok", "empty")
-    }
+    failed = unanswered(report)
     if failed:
         errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
         log.warning(

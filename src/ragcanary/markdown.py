@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragcanary.report import unanswered
+
 _HEADLINES = {
     "ok": "✅ pass",
     "regression": "❌ regression",
@@ -52,9 +54,10 @@ def _headline(report: Mapping[str, Any]) -> str:
         facts.append(f"**Baseline** {_code(str(baseline['run_id']))}")
     heading = f"## {title}: ragcanary suite {_code(suite)} on {_code(target)}"
     lines = [heading, "", " · ".join(facts)]
-    unanswered = _unanswered(report.get("counts") or {})
-    if unanswered:
-        lines += ["", f"Unanswered queries: {unanswered}"]
+    failed = unanswered(report)
+    if failed:
+        reasons = ", ".join(f"{_text(name)} {n}" for name, n in failed.items())
+        lines += ["", f"Unanswered queries: {reasons}"]
     return "\n".join(lines)
 
 
@@ -143,16 +146,6 @@ def _coverage(report: Mapping[str, Any]) -> str:
     if isinstance(counts.get("answered"), int) and isinstance(counts.get("cases"), int):
         text += f" ({counts['answered']}/{counts['cases']} answered)"
     return text
-
-
-def _unanswered(counts: Mapping[str, Any]) -> str:
-    outcomes: Mapping[str, Any] = counts.get("outcomes") or {}
-    failed = [
-        f"{_text(name)} {n}"
-        for name, n in outcomes.items()
-        if name not in ("ok", "empty") and isinstance(n, int) and n > 0
-    ]
-    return ", ".join(failed)
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.evaluation import Evaluation
-from ragcanary.results import OUTCOMES, Answer, CaseResult, Outcome, RunResult
+from ragcanary.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.suite import Suite
 
 
@@ -25,6 +25,19 @@ def _num(value: float | None, digits: int | None = None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return round(value, digits) if digits is not None else float(value)
+
+
+def unanswered(report: Mapping[str, Any]) -> dict[str, int]:
+    """How many queries of a report went unanswered, by outcome; only outcomes that occurred.
+
+    Tolerates reports written by others (missing counts, odd values).
+    """
+    outcomes = (report.get("counts") or {}).get("outcomes") or {}
+    return {
+        outcome: count
+        for outcome, count in outcomes.items()
+        if outcome not in ANSWERED and isinstance(count, int) and count > 0
+    }
 
 
 def to_report(evaluation: Evaluation) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ragcanary.report import unanswered
+
 _STYLE = {"ok": "bold green", "regression": "bold red", "unavailable": "bold yellow"}
 _LABEL = {"ok": "PASS", "regression": "REGRESSION", "unavailable": "UNAVAILABLE"}
 
@@ -106,9 +108,7 @@ def render_report(report: Mapping[str, Any]) -> RenderableType:
     if worst is not None:
         parts.append(worst)
     parts.extend(_failure_lines(report["failures"]))
-    failed = {
-        o: n for o, n in report["counts"]["outcomes"].items() if n and o not in ("ok", "empty")
-    }
+    failed = unanswered(report)
     if failed:
         reasons = ", ".join(f"{o}: {n}" for o, n in failed.items())
         parts.append(Text(f"unanswered queries: {reasons}", style="yellow"))
