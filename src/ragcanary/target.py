@@ -13,6 +13,7 @@ import math
 import random
 import re
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -34,7 +35,13 @@ MAX_RETRY_DELAY_S = 30.0  # a Retry-After of an hour must not stall a canary cyc
 _RETRIED: frozenset[Outcome] = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
 _PLACEHOLDER = re.compile(r"\{(query|k)\}")
 _SECONDS = re.compile(r"\d+(\.\d+)?")
-_ERROR_SNIPPET_BYTES = 200
+# Text is cut for a message only after secrets are hidden in this much of it: a secret cut
+# in half first would no longer be recognised, and its first half would be shown.
+_SECRET_WINDOW = 4096
+# Only what _read_decoded inflates within its cap: httpx would inflate a whole network chunk
+# at once, and 64 kB of gzip can hold 64 MB.
+_ACCEPT_ENCODING = "gzip, deflate"
+_INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
 
@@ -160,6 +167,9 @@ class HttpTarget:
         self._score: ParsedResult | None = (
             jmespath.compile(config.score) if config.score is not None else None
         )
+        # Configured headers win, compared case-insensitively like HTTP does.
+        self._headers = httpx.Headers({"Accept-Encoding": _ACCEPT_ENCODING})
+        self._headers.update(config.headers)
         own = Redactor(_secret_values(config))
         self._redact: Callable[[str], str] = lambda text: redact(own(text))
 
@@ -194,6 +204,7 @@ class HttpTarget:
     async def _attempt(self, query: str, k: int) -> _Ranked:
         """One request and its parsed answer; raises ``_Failed`` for every kind of failure."""
         timeout = self._config.timeout
+        hide = self._redact
         received = False
         try:
             # The deadline covers the whole exchange: httpx's timeouts are per read, so a
@@ -213,13 +224,13 @@ class HttpTarget:
                 "timeout", f"no complete answer within {timeout:g}s ({_kind(exc)})"
             ) from exc
         except httpx.TransportError as exc:
-            raise _Failed("connect_error", f"connection failed: {_describe(exc)}") from exc
+            raise _Failed("connect_error", f"connection failed: {_describe(exc, hide)}") from exc
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
-            raise _Failed("bad_response", f"unreadable response: {_describe(exc)}") from exc
+            raise _Failed("bad_response", f"unreadable response: {_describe(exc, hide)}") from exc
         except Exception as exc:
             # A bug or an unforeseen library error must still end as an outcome, not a crash.
             outcome: Outcome = "bad_response" if received else "connect_error"
-            raise _Failed(outcome, f"unexpected error: {_describe(exc)}") from exc
+            raise _Failed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
         return self._parse(body, k)
 
     def _request(self, query: str, k: int) -> httpx.Request:
@@ -230,7 +241,7 @@ class HttpTarget:
             config.url,
             params=fill_template(config.params, query, k) or None,
             json=body,
-            headers=config.headers,
+            headers=self._headers,
             timeout=httpx.Timeout(config.timeout),
         )
 
@@ -250,7 +261,7 @@ class HttpTarget:
                 "bad_response", f"unexpected HTTP {code} {response.reason_phrase}".strip()
             )
         reason = f"HTTP {code} {response.reason_phrase}".strip()
-        snippet = await _error_snippet(response)
+        snippet = await _error_snippet(response, self._redact)
         if snippet:
             reason = f"{reason}: {snippet}"
         retry_after = None
@@ -260,33 +271,38 @@ class HttpTarget:
         raise _Failed(outcome, reason, retry_after)
 
     def _parse(self, body: bytes, k: int) -> _Ranked:
+        hide = self._redact
         try:
             document = json.loads(body)
         except (ValueError, RecursionError) as exc:
-            raise _Failed("bad_response", f"response is not JSON: {_preview(body)}") from exc
+            raise _Failed("bad_response", f"response is not JSON: {_preview(body, hide)}") from exc
         where = self._config.results
         try:
             hits = self._results.search(document)
             if hits is None:
                 raise _Failed("bad_response", f"no list of hits at {where!r}")
             if not isinstance(hits, list):
-                raise _Failed("bad_response", f"{where!r} is {_show(hits)}, not a list of hits")
+                raise _Failed(
+                    "bad_response", f"{where!r} is {_show(hits, hide)}, not a list of hits"
+                )
             # Only the top k are stored, so a malformed hit below the cut must not fail the query.
             pairs = [self._hit(f"{where}[{i}]", hit) for i, hit in enumerate(hits[:k])]
         except JMESPathError as exc:
             raise _Failed(
-                "bad_response", f"cannot apply response paths: {_first_line(exc)}"
+                "bad_response", f"cannot apply response paths: {_first_line(exc, hide)}"
             ) from exc
         return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
     def _hit(self, where: str, hit: Any) -> tuple[str, float | None]:
+        hide = self._redact
         raw_id = self._id.search(hit)
         if raw_id is None or raw_id == "":
             raise _Failed("bad_response", f"{where}: no id at {self._config.id!r}")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
             raise _Failed(
                 "bad_response",
-                f"{where}: id at {self._config.id!r} is {_show(raw_id)}, not a string or integer",
+                f"{where}: id at {self._config.id!r} is {_show(raw_id, hide)}, "
+                "not a string or integer",
             )
         if self._score is None:
             return str(raw_id), None
@@ -299,7 +315,7 @@ class HttpTarget:
             )
         if isinstance(score, bool) or not isinstance(score, int | float):
             raise _Failed(
-                "bad_response", f"{where}: score at {path!r} is {_show(score)}, not a number"
+                "bad_response", f"{where}: score at {path!r} is {_show(score, hide)}, not a number"
             )
         if not math.isfinite(score):
             raise _Failed(
@@ -330,51 +346,82 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
         raise _Failed(
             "bad_response", f"response larger than {limit} bytes (Content-Length {declared})"
         )
+    body, whole = await _read_decoded(response, limit)
+    if not whole:
+        raise _Failed("bad_response", f"response larger than {limit} bytes")
+    return body
+
+
+async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the decoded body, and whether that is all of it.
+
+    The body is inflated here rather than by httpx, never more than one byte past ``limit``,
+    so a small compressed body cannot expand to gigabytes in memory.
+    """
+    if response.is_stream_consumed:
+        # A transport that read the body already (httpx.MockTransport): it is decoded and held.
+        held = response.content
+        return held[:limit], len(held) <= limit
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    inflater = None
+    if encoding not in ("", "identity"):
+        if encoding not in _INFLATE_WBITS:
+            raise _Failed("bad_response", f"unsupported Content-Encoding {encoding[:40]!r}")
+        # deflate: wbits 0 takes the window size from the zlib header.
+        inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
     body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
+    async for chunk in response.aiter_raw():
+        room = limit + 1 - len(body)
+        try:
+            body += inflater.decompress(chunk, room) if inflater is not None else chunk[:room]
+        except zlib.error as exc:
+            raise _Failed("bad_response", f"cannot decompress the {encoding} body: {exc}") from exc
         if len(body) > limit:
-            raise _Failed("bad_response", f"response larger than {limit} bytes")
-    return bytes(body)
+            return bytes(body[:limit]), False
+    return bytes(body), True
 
 
-async def _error_snippet(response: httpx.Response) -> str:
+async def _error_snippet(response: httpx.Response, hide: Callable[[str], str]) -> str:
     """The start of an error body, one line, so a 400 can say which field the target disliked."""
-    head = bytearray()
-    async for chunk in response.aiter_bytes():
-        head += chunk
-        if len(head) >= _ERROR_SNIPPET_BYTES:
-            break
-    text = " ".join(bytes(head[:_ERROR_SNIPPET_BYTES]).decode("utf-8", "replace").split())
+    try:
+        head, _ = await _read_decoded(response, _SECRET_WINDOW)
+    except _Failed:
+        return ""
+    text = " ".join(head.decode("utf-8", "replace").split())
     if text.startswith("<"):
         return "(an HTML page)"
-    return text[:120]
+    return _excerpt(text, 120, hide)
 
 
-def _preview(body: bytes) -> str:
-    text = " ".join(body[:200].decode("utf-8", "replace").split())
+def _preview(body: bytes, hide: Callable[[str], str]) -> str:
+    text = " ".join(body[:_SECRET_WINDOW].decode("utf-8", "replace").split())
     if not text:
         return "the body is empty"
     if text.startswith("<"):
-        return f"it looks like HTML ({text[:40]!r}...)"
-    return f"it starts with {text[:40]!r}"
+        return f"it looks like HTML ({_excerpt(text, 40, hide)!r})"
+    return f"it starts with {_excerpt(text, 40, hide)!r}"
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, hide: Callable[[str], str]) -> str:
     """A short JSON rendering of a value for an error message."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return _excerpt(json.dumps(value, ensure_ascii=False, default=str), 40, hide)
+
+
+def _excerpt(text: str, limit: int, hide: Callable[[str], str]) -> str:
+    """At most ``limit`` characters of ``text``, secrets hidden before it is cut."""
+    shown = hide(text[: limit + _SECRET_WINDOW])
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _kind(exc: BaseException) -> str:
     return "overall deadline" if isinstance(exc, TimeoutError) else type(exc).__name__
 
 
-def _describe(exc: BaseException) -> str:
-    text = _first_line(exc)
+def _describe(exc: BaseException, hide: Callable[[str], str]) -> str:
+    text = _first_line(exc, hide)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException, hide: Callable[[str], str] = str) -> str:
     lines = str(exc).strip().splitlines()
-    return lines[0][:200] if lines else ""
+    return _excerpt(lines[0], 200, hide) if lines else ""
