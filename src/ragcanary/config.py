@@ -26,7 +26,7 @@ from pydantic import (
 
 from ragcanary.environment import EnvOverrides, expand
 from ragcanary.errors import ConfigError, Problem
-from ragcanary.problems import explain, suggest
+from ragcanary.problems import explain, show, suggest
 from ragcanary.problems import fix_error as _fix
 from ragcanary.redact import Redactor
 from ragcanary.suite import Suite, load_suite
@@ -34,11 +34,20 @@ from ragcanary.units import DURATION_HINT, RATE_HINT, parse_duration, parse_rate
 from ragcanary.yamlfile import Document, dotted, load_yaml, read_text
 
 
+def _quote(value: Any) -> str:
+    """A value as a validator's message names it: scalars whole, containers by their kind.
+
+    Not shortened like ``show`` does: a message is redacted after it is built, and a
+    secret cut in half by shortening would no longer be recognised.
+    """
+    return show(value) if isinstance(value, dict | list) or value is None else repr(value)
+
+
 def _duration(value: Any) -> float:
     try:
         seconds = parse_duration(value)
-    except ValueError as exc:
-        raise _fix(str(exc), DURATION_HINT) from None
+    except ValueError:
+        raise _fix(f"{_quote(value)} is not a duration", DURATION_HINT) from None
     if seconds <= 0:  # no timeout or interval of ours can be zero
         raise _fix(f"{value!r} is not a duration above 0", DURATION_HINT)
     return seconds
@@ -48,7 +57,8 @@ def _rate(value: Any) -> float:
     try:
         return parse_rate(value)
     except ValueError as exc:
-        raise _fix(str(exc), RATE_HINT) from None
+        scalar = isinstance(value, str | int | float)
+        raise _fix(str(exc) if scalar else f"{_quote(value)} is not a rate", RATE_HINT) from None
 
 
 Seconds = Annotated[float, BeforeValidator(_duration)]
@@ -252,7 +262,8 @@ class Config(_Strict):
         match = _LISTEN.fullmatch(listen) if isinstance(listen, str) else None
         if not match or not 1 <= int(match.group(2)) <= 65535:
             raise _fix(
-                f"{listen!r} is not host:port", "write it like 127.0.0.1:9464 or 0.0.0.0:9464"
+                f"{_quote(listen)} is not host:port",
+                "write it like 127.0.0.1:9464 or 0.0.0.0:9464",
             )
         return listen
 
@@ -329,13 +340,15 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     data = {**expansion.data, **overrides}
     doc = Document(file, data, lines)
 
+    secrets = _secrets(data, expansion.values)
+    redact = Redactor(secrets)
     problems = [doc.problem(where, message, fix) for where, message, fix in expansion.failures]
     config = None
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
         for error in exc.errors():
-            where, message, fix = explain(error, data, Config, _EXAMPLES)
+            where, message, fix = explain(error, data, Config, _EXAMPLES, hide=redact)
             # A value whose ${VAR} failed is reported already; its leftover text would add noise.
             if any(where[: len(failed)] == failed for failed, _, _ in expansion.failures):
                 continue
@@ -348,9 +361,16 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     problems += _check_targets(doc) + [p for p in suite_problems if p.file == file]
     problems.sort(key=lambda p: (p.line is None, p.line or 0))  # the file's own, top to bottom
     problems += [p for p in suite_problems if p.file != file]
-    secrets = _secrets(data, expansion.values)
-    redact = Redactor(secrets)
-    problems = [replace(p, message=redact(p.message)) for p in problems]
+    problems = [
+        replace(
+            p,
+            file=redact(p.file),
+            path=redact(p.path),
+            message=redact(p.message),
+            fix=redact(p.fix),
+        )
+        for p in problems
+    ]
     if problems or config is None:
         raise ConfigError(problems)
     return LoadedConfig(config, path, suites, secrets)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
@@ -20,6 +21,7 @@ _EXPECTED = {  # error type -> (what was expected, what to write)
     "int_type": _NUMBER,
     "int_parsing": _NUMBER,
     "int_from_float": _NUMBER,
+    "int_parsing_size": _NUMBER,
     "float_type": _FLOAT,
     "float_parsing": _FLOAT,
     "finite_number": _FLOAT,
@@ -45,16 +47,23 @@ def fix_error(message: str, fix: str, *at: str | int) -> PydanticCustomError:
 
 
 def explain(
-    error: ErrorDetails, data: Any, model: type[BaseModel], examples: dict[str, str]
+    error: ErrorDetails,
+    data: Any,
+    model: type[BaseModel],
+    examples: dict[str, str],
+    hide: Callable[[str], str] = lambda text: text,
 ) -> tuple[NodePath, str, str]:
     """Where in ``data`` a pydantic error of ``model`` is, what is wrong, and what to write.
 
     ``examples`` give a value to suggest for a missing or empty field, by field name.
+    ``hide`` redacts a text value before it is shortened for the message: redacting the
+    message afterwards would miss a secret cut in half by the shortening.
     """
     where = _data_path(error["loc"], data)
     kind, ctx = error["type"], error.get("ctx") or {}
     name = str(where[-1]) if where else ""
-    shown = show(error["input"])
+    value = error["input"]
+    shown = show(hide(value) if isinstance(value, str) else value)
     if kind == _OWN:
         return (*where, *ctx["at"]), ctx["message"], ctx["fix"]
     if kind == "missing":
@@ -63,6 +72,8 @@ def explain(
         known = _fields_at(model, where[:-1])
         fix = suggest(name, known, f"remove it (known: {', '.join(known)})")
         return where, "unknown field", fix
+    if kind == "invalid_key":
+        return where, f"the key {shown} is not text", "quote the key, or remove it"
     if kind == "too_short":
         return where, "is empty", f"write it like {name}: {examples.get(name, '[...]')}"
     if kind == "literal_error":

@@ -205,7 +205,7 @@ def _read_cases(doc: Document, problems: list[Problem]) -> list[Case]:
         fix = "write cases: followed by one '- id: ...' item per case"
         problems.append(doc.problem(("cases",), f"expected a list of cases, got {show(raw)}", fix))
         return []
-    if not raw:
+    if not raw and not problems:  # after lines that failed to parse, "no cases" is just noise
         fix = "add at least one case with an id and a query"
         problems.append(doc.problem(("cases",), "the suite has no cases", fix))
     cases: list[Case] = []
