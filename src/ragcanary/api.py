@@ -25,6 +25,26 @@ class BaselineRequest(BaseModel):
     run_id: str | None = None
 
 
+class ErrorBody(BaseModel):
+    """What every refused request answers: why, and what to do about it."""
+
+    detail: str
+
+
+_ERRORS = {
+    400: "the body is not JSON, or the new config is invalid (the old one keeps running)",
+    401: "missing or wrong bearer token",
+    403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
+    404: "no such run, case, or nothing stored yet to answer with",
+    503: "storage is unreachable",
+}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses an operation answers besides 200 and 422."""
+    return {code: {"model": ErrorBody, "description": _ERRORS[code]} for code in codes}
+
+
 def _storage_down(exc: StorageError) -> HTTPException:
     return HTTPException(503, f"storage unreachable: {exc}")
 
@@ -49,7 +69,7 @@ def create_app(daemon: Daemon) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses={503: {"description": "not ready; reason says why"}})
     async def readyz() -> JSONResponse:
         try:
             await asyncio.to_thread(daemon.store.ping)
@@ -59,7 +79,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         body = {"ready": storage_ok, "config": True, "storage": storage_ok, "reason": reason}
         return JSONResponse(body, status_code=200 if storage_ok else 503)
 
-    @app.post("/-/reload")
+    @app.post("/-/reload", responses=_errors(400))
     async def reload() -> JSONResponse:
         ok = await daemon.reload()
         body: dict[str, Any] = {"reloaded": ok}
@@ -71,7 +91,7 @@ def create_app(daemon: Daemon) -> FastAPI:
     async def jobs() -> dict[str, Any]:
         return {"jobs": daemon.next_runs()}
 
-    @app.get("/api/v1/runs")
+    @app.get("/api/v1/runs", responses=_errors(503))
     async def runs(
         suite: str | None = None,
         target: str | None = None,
@@ -79,14 +99,14 @@ def create_app(daemon: Daemon) -> FastAPI:
     ) -> dict[str, Any]:
         return {"runs": await storage(daemon.store.list_runs, suite, target, limit)}
 
-    @app.get("/api/v1/runs/{run_id}")
+    @app.get("/api/v1/runs/{run_id}", responses=_errors(404, 503))
     async def run(run_id: str) -> dict[str, Any]:
         report = await storage(daemon.store.get_report, run_id)
         if report is None:
             raise HTTPException(404, f"no run {run_id}")
         return dict(report)
 
-    @app.get("/api/v1/diff")
+    @app.get("/api/v1/diff", responses=_errors(404, 503))
     async def diff(
         suite: str,
         target: str,
@@ -100,7 +120,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         )
         return dict(await storage(run_diff, daemon.store, suite, target, from_, to, depth))
 
-    @app.get("/api/v1/history")
+    @app.get("/api/v1/history", responses=_errors(404, 503))
     async def history(
         suite: str, case: str, target: str | None = None, since: str = "7d"
     ) -> dict[str, Any]:
@@ -123,11 +143,11 @@ def create_app(daemon: Daemon) -> FastAPI:
         )
         return {"suite": suite, "case": case, "history": rows}
 
-    @app.get("/api/v1/baselines")
+    @app.get("/api/v1/baselines", responses=_errors(503))
     async def baselines() -> dict[str, Any]:
         return {"baselines": await storage(daemon.store.baselines)}
 
-    @app.post("/api/v1/baselines/{suite}/{target}")
+    @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 503))
     async def set_baseline(
         suite: str,
         target: str,
