@@ -233,15 +233,30 @@ class Daemon:
             log.warning("storage changed in the config; it takes effect after a restart")
         if loaded.config.listen != self.loaded.config.listen:
             log.warning("listen changed in the config; it takes effect after a restart")
+        self._gates = self._gates_to_keep(loaded)
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
         self._retire_clients()
-        self._gates = {}
         self.exporter.load(suite_pairs(loaded))
         self.exporter.set_reload_result(True)
         self._schedule_all()
         log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
         return True
+
+    def _gates_to_keep(self, loaded: LoadedConfig) -> dict[str, TargetGate]:
+        """The gates of targets whose limits the new config leaves as they were.
+
+        Runs still in flight hold the old gate: a fresh one would let the new config's runs
+        start beside them and exceed the target's concurrency and rate limit together.
+        """
+        old, new = self.loaded.config.targets, loaded.config.targets
+        return {
+            name: gate
+            for name, gate in self._gates.items()
+            if name in new
+            and (new[name].concurrency, new[name].rate_limit)
+            == (old[name].concurrency, old[name].rate_limit)
+        }
 
     def _retire_clients(self) -> None:
         """New runs get new clients (the targets may have changed); old ones close when idle.
