@@ -78,6 +78,13 @@ def test_measures_lie_in_unit_interval_and_grow_with_k(ranking, relevant, depth)
         pytest.param(["a"], {"a": 1}, 10, {"precision@5": 1 / 5}, id="precision-divides-by-k"),
         pytest.param(["x", "x", "a"], {"a": 1}, 10, {"rr": 1 / 2}, id="duplicate-keeps-first"),
         pytest.param(["x", "y", "a"], {"a": 1}, 2, {"rr": 0.0, "hit_rate@3": 0.0}, id="depth-cut"),
+        pytest.param(
+            ["x", "x", "x", "a", "a"],
+            {"a": 1},
+            2,
+            {"rr": 1 / 2, "precision@3": 1 / 3},
+            id="duplicates-take-up-no-depth",
+        ),
         pytest.param(["x", "a"], {"a": 1}, 10, {"rr": 1 / 2, "hit_rate@1": 0.0}, id="rr-second"),
         pytest.param(["a", "b"], {"a": 0, "b": 2}, 10, {"hit_rate@1": 0.0}, id="grade-0-miss"),
         pytest.param(

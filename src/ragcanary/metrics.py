@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 Gain = Literal["linear", "exponential"]
+_CUT_MEASURES = ("hit_rate", "precision", "recall", "ndcg", "ap")  # case_metrics' order
 
 
 def dedupe(ids: Sequence[str]) -> list[str]:
@@ -14,15 +17,20 @@ def dedupe(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def _gain(grade: int, gain: Gain) -> float:
-    # Grades of 0 or below are judged non-relevant: they earn nothing under either gain.
-    if grade <= 0:
-        return 0.0
-    return float(grade) if gain == "linear" else float(2**grade - 1)
-
-
-def _dcg(gains: Sequence[float]) -> float:
-    return sum(g / math.log2(rank + 1) for rank, g in enumerate(gains, start=1))
+def _ranked_gains(
+    ranking: Sequence[str], gains: Mapping[str, float], depth: int
+) -> list[tuple[int, float]]:
+    """(rank, gain) of each id of ``gains`` in the deduplicated top ``depth``, best rank first."""
+    # Only the few judged ids in the ranking are located: the set operation and index() scan
+    # the ranking in C. An id's rank counts the distinct ids before its first occurrence, so
+    # a duplicate never takes up a rank; relevant ids tend to rank high, so that is short.
+    hits = []
+    for doc in gains.keys() & ranking:
+        position = ranking.index(doc)
+        rank = len(set(ranking[:position])) + 1
+        if rank <= depth:
+            hits.append((rank, gains[doc]))
+    return sorted(hits)
 
 
 def case_metrics(
@@ -43,45 +51,54 @@ def case_metrics(
     """
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
-    if any(k < 1 for k in ks):
-        raise ValueError(f"every k must be at least 1, got {list(ks)}")
-    num_relevant = sum(1 for grade in relevant.values() if grade > 0)
+    names = _metric_names(tuple(ks))
+    # Grades of 0 or below are judged non-relevant: they earn nothing under either gain.
+    linear = gain == "linear"
+    gains = {
+        doc: float(grade) if linear else float(2**grade - 1)
+        for doc, grade in relevant.items()
+        if grade > 0
+    }
+    num_relevant = len(gains)
     if num_relevant == 0:
         raise ValueError("relevant has no grade above 0; only labelled cases have metrics")
 
-    ranked = dedupe(ranking)[:depth]
-    grades = [relevant.get(doc, 0) for doc in ranked]
-    is_relevant = [grade > 0 for grade in grades]
-    gains = [_gain(grade, gain) for grade in grades]
+    # Every measure depends only on where the relevant ids rank, so only they are visited.
+    # After the j-th of them in rank order: the running DCG and sum of precisions (for AP),
+    # summed in rank order as trec_eval does.
+    hits = _ranked_gains(ranking, gains, depth)
+    dcg = [0.0]
+    precision_sum = [0.0]
+    for j, (rank, hit_gain) in enumerate(hits, start=1):
+        dcg.append(dcg[-1] + hit_gain / math.log2(rank + 1))
+        precision_sum.append(precision_sum[-1] + j / rank)
+    ranks = [rank for rank, _ in hits]
     # The ideal ranking is built from every judged relevant id, retrieved or not.
-    ideal = sorted((_gain(grade, gain) for grade in relevant.values() if grade > 0), reverse=True)
+    ideal = [0.0]
+    for rank, best in enumerate(
+        sorted(gains.values(), reverse=True)[: max(ks, default=0)], start=1
+    ):
+        ideal.append(ideal[-1] + best / math.log2(rank + 1))
 
-    # Precision at each relevant rank, summed up to rank r, for AP@k.
-    precision_sum: list[float] = []
-    hits, total = 0, 0.0
-    for rank, rel in enumerate(is_relevant, start=1):
-        if rel:
-            hits += 1
-            total += hits / rank
-        precision_sum.append(total)
-
-    hit_rate: dict[str, float] = {}
-    precision: dict[str, float] = {}
-    recall: dict[str, float] = {}
-    ndcg: dict[str, float] = {}
-    ap: dict[str, float] = {}
-    for k in ks:
-        found = sum(is_relevant[:k])
-        hit_rate[f"hit_rate@{k}"] = 1.0 if found else 0.0
+    found = [bisect.bisect_right(ranks, k) for k in ks]  # relevant ids in the top k
+    values = (
+        [1.0 if n else 0.0 for n in found]
         # trec_eval divides P@k by k even when fewer than k results came back.
-        precision[f"precision@{k}"] = found / k
-        recall[f"recall@{k}"] = found / num_relevant
-        ndcg[f"ndcg@{k}"] = _dcg(gains[:k]) / _dcg(ideal[:k])
-        ap[f"ap@{k}"] = (precision_sum[min(k, len(ranked)) - 1] if ranked else 0.0) / num_relevant
+        + [n / k for n, k in zip(found, ks, strict=True)]
+        + [n / num_relevant for n in found]
+        + [dcg[n] / ideal[min(k, num_relevant)] for n, k in zip(found, ks, strict=True)]
+        + [precision_sum[n] / num_relevant for n in found]
+        + [1.0 / ranks[0] if ranks else 0.0]
+    )
+    return dict(zip(names, values, strict=True))
 
-    first = next((rank for rank, rel in enumerate(is_relevant, start=1) if rel), None)
-    rr = 1.0 / first if first is not None else 0.0
-    return {**hit_rate, **precision, **recall, **ndcg, **ap, "rr": rr}
+
+@functools.lru_cache(maxsize=64)
+def _metric_names(ks: tuple[int, ...]) -> tuple[str, ...]:
+    """case_metrics' keys for ``ks``, in its order (made once: 21 f-strings per case add up)."""
+    if any(k < 1 for k in ks):
+        raise ValueError(f"every k must be at least 1, got {list(ks)}")
+    return (*(f"{name}@{k}" for name in _CUT_MEASURES for k in ks), "rr")
 
 
 def aggregate_name(case_metric: str) -> str:
