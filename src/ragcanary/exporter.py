@@ -7,12 +7,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, TypeVar, cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
+from ragcanary.exposition import MergedCollector, PairSeries, join_text
 from ragcanary.results import ANSWERED, OUTCOMES
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
@@ -62,6 +64,10 @@ class Exporter:
 
     Counters and histograms exist at 0 as soon as a suite is loaded. Quality gauges appear
     with the first answered run and, during an outage, keep the value of the last one.
+
+    Each pair's series live in a registry of their own (``ragcanary.exposition``), so that
+    ``exposition()`` renders again only the pairs that changed; ``registry`` shows them all
+    merged, as one registry would.
     """
 
     def __init__(
@@ -79,10 +85,20 @@ class Exporter:
         self._clock = clock
         self._layouts: dict[Pair, _Layout] = {}
         self._series: dict[Pair, set[Series]] = {}
+        self._base = CollectorRegistry()  # the series that belong to no pair
+        self._pairs: dict[Pair, PairSeries] = {}
+        # Per-pair metrics are templates (registered nowhere) and the way to make each pair's copy.
+        self._factories: dict[MetricWrapperBase, Callable[[CollectorRegistry], Any]] = {}
+        self.registry.register(MergedCollector(self._base, self._pairs))
+
+        def per_pair(kind: type[M], name: str, doc: str, *labels: str, **options: Any) -> M:
+            make = partial(kind, name, doc, ("suite", "target", *labels), **options)
+            template = make(registry=None)
+            self._factories[template] = lambda registry: make(registry=registry)
+            return template
 
         def gauge(name: str, doc: str, *extra: str) -> Gauge:
-            labels = ("suite", "target", *extra)
-            return Gauge(f"ragcanary_{name}", doc, labels, registry=self.registry)
+            return per_pair(Gauge, f"ragcanary_{name}", doc, *extra)
 
         self._cut_off = {
             "hit_rate": gauge("hit_rate", "Weighted Hit@k of the last answered run.", "k"),
@@ -106,36 +122,30 @@ class Exporter:
         self._leaks = gauge("negative_leaks", "Negative canaries that scored at or over max_score.")
         self._regression = gauge("regression", "1 when the last answered run was a regression.")
         self._coverage = gauge("coverage_ratio", "Answered cases over all cases of the last run.")
-        self._runs = Counter(
+        self._runs = per_pair(
+            Counter,
             "ragcanary_runs_total",
             "Runs by outcome (ok, regression, unavailable).",
-            ("suite", "target", "outcome"),
-            registry=self.registry,
+            "outcome",
         )
-        self._skipped = Counter(
+        self._skipped = per_pair(
+            Counter,
             "ragcanary_runs_skipped_total",
             "Scheduled runs skipped because the previous run of the job was still going.",
-            ("suite", "target"),
-            registry=self.registry,
         )
-        self._queries = Counter(
-            "ragcanary_queries_total",
-            "Canary queries by outcome.",
-            ("suite", "target", "outcome"),
-            registry=self.registry,
+        self._queries = per_pair(
+            Counter, "ragcanary_queries_total", "Canary queries by outcome.", "outcome"
         )
-        self._query_duration = Histogram(
+        self._query_duration = per_pair(
+            Histogram,
             "ragcanary_query_duration_seconds",
             "Latency of answered canary queries.",
-            ("suite", "target"),
-            registry=self.registry,
             buckets=QUERY_BUCKETS,
         )
-        self._run_duration = Histogram(
+        self._run_duration = per_pair(
+            Histogram,
             "ragcanary_run_duration_seconds",
             "Wall time of a whole run.",
-            ("suite", "target"),
-            registry=self.registry,
             buckets=RUN_BUCKETS,
         )
         self._last_run = gauge("last_run_timestamp_seconds", "When the last run finished.")
@@ -154,7 +164,7 @@ class Exporter:
         self._reload_ok = Gauge(
             "ragcanary_config_last_reload_successful",
             "1 when the last configuration reload was accepted.",
-            registry=self.registry,
+            registry=self._base,
         )
         # The process only starts with a valid configuration.
         self._reload_ok.set(1)
@@ -162,7 +172,7 @@ class Exporter:
             "ragcanary_build_info",
             "Always 1; the version is a label.",
             ("version",),
-            registry=self.registry,
+            registry=self._base,
         )
         build.labels(version).set(1)
         self._aggregates: frozenset[MetricWrapperBase] = frozenset(
@@ -188,10 +198,12 @@ class Exporter:
         """
         wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
         for pair in set(self._layouts) - set(wanted):
-            self._remove(pair, lambda metric, labels: True)
             del self._layouts[pair]
             self._series.pop(pair, None)
+            del self._pairs[pair]
         for pair, spec in wanted.items():
+            if pair not in self._pairs:
+                self._pairs[pair] = PairSeries(self._factories)
             admitted, dropped = per_case_admission(spec, self._per_case_limit)
             layout = _Layout(frozenset(str(k) for k in spec.ks), frozenset(admitted))
             self._layouts[pair] = layout
@@ -242,6 +254,10 @@ class Exporter:
         if outcome in ("ok", "regression"):
             self._child(self._last_success, pair).set(finished)
             self._observe_quality(pair, layout, report, cases)
+
+    def exposition(self) -> bytes:
+        """What ``generate_latest(self.registry)`` renders, re-rendering only changed pairs."""
+        return join_text(generate_latest(self._base), list(self._pairs.values()))
 
     def count_overlap(self, suite: str, target: str) -> None:
         """Count a scheduled run skipped because the previous one of its job still ran."""
@@ -329,7 +345,9 @@ class Exporter:
     def _child(self, metric: M, pair: Pair, *labels: str) -> M:
         """The labelled child of ``metric`` for ``pair``, remembered so reloads can remove it."""
         self._series.setdefault(pair, set()).add((metric, labels))
-        return metric.labels(*pair, *labels)
+        series = self._pairs[pair]
+        series.changed()  # the caller is about to set it
+        return cast(M, series.metrics[metric]).labels(*pair, *labels)
 
     def _prune(self, pair: Pair, layout: _Layout) -> None:
         """Remove the series of ``pair`` that a reload took out of its configuration."""
@@ -337,8 +355,10 @@ class Exporter:
 
     def _remove(self, pair: Pair, doomed: Callable[[MetricWrapperBase, Labels], bool]) -> None:
         owned = self._series.get(pair, set())
+        series = self._pairs[pair]
         for metric, labels in [s for s in owned if doomed(*s)]:
-            metric.remove(*pair, *labels)
+            series.metrics[metric].remove(*pair, *labels)
+            series.changed()
             owned.discard((metric, labels))
 
 
