@@ -63,7 +63,6 @@ def case_history(
     history = []
     for row in rows:
         ids = list(row.get("ids") or [])
-        scores = list(row.get("scores") or [])
         history.append(
             {
                 "run_id": row["run_id"],
@@ -72,11 +71,10 @@ def case_history(
                 "outcome": row["outcome"],
                 "error": row.get("error"),
                 "top_id": ids[0] if ids else None,
-                "top_score": scores[0] if scores else None,
+                "top_score": row["top_score"],
                 "relevant_ranks": {
                     doc: (ids.index(doc) + 1 if doc in ids else None) for doc in relevant
                 },
-                "metrics": row.get("metrics") or {},
             }
         )
     return history

@@ -31,8 +31,11 @@ from ragcanary.schema import (
     case_entry,
     case_row,
     current_version,
+    decode_ids,
     latest_version,
     migrate,
+    point_row,
+    points,
     results,
     run_row,
     runs,
@@ -47,7 +50,6 @@ _WRITE = "ragcanary_write"  # execution option: this transaction will write
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
 _SQLITE_UNAVAILABLE = {3, 5, 6, 7, 8, 10, 13, 14, 15}
-_HISTORY_KEYS = ("outcome", "ids", "scores", "metrics", "error", "latency_s", "vs_baseline")
 
 
 class StorageError(RagcanaryError):
@@ -168,6 +170,7 @@ class Store:
         try:
             row = run_row(report)
             case_rows = [case_row(row["run_id"], i, c) for i, c in enumerate(report["cases"])]
+            point_rows = [point_row(row, i, c) for i, c in enumerate(report["cases"])]
         except ValueError as error:
             raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
         with self._write() as conn:
@@ -180,6 +183,7 @@ class Store:
             ).first()
             if added is not None and case_rows:
                 conn.execute(results.insert(), case_rows)
+                conn.execute(points.insert(), point_rows)
 
     def get_report(self, run_id: str) -> dict[str, Any] | None:
         """The report dict saved for ``run_id`` (equal to what was saved), or None."""
@@ -273,33 +277,27 @@ class Store:
         """One canary over time, oldest first: its answer in every stored run of ``suite``.
 
         Each row: run_id, started_at (aware UTC), target, run_outcome, and the case's
-        outcome, ids, scores, metrics, error, latency_s and vs_baseline (None when absent).
+        outcome, error, latency_s, top_score and ids (None when absent). Scores, metrics
+        and the comparison with the baseline are in each run's full report (get_report).
         """
-        query = (
-            select(results, runs.c.started_at, runs.c.target, runs.c.outcome.label("run_outcome"))
-            .join_from(results, runs, results.c.run_id == runs.c.run_id)
-            .where(results.c.case_id == case_id, runs.c.suite == suite)
-            .order_by(runs.c.started_at, runs.c.run_id)
-        )
-        if target is not None:
-            query = query.where(runs.c.target == target)
-        if since is not None:
-            query = query.where(runs.c.started_at >= _aware(since, "since"))
+        query = history_query(suite, case_id, target, since)
         with self._read() as conn:
             rows = conn.execute(query).all()
-        history = []
-        for row in rows:
-            entry = case_entry(row._mapping)
-            history.append(
-                {
-                    "run_id": row.run_id,
-                    "started_at": row.started_at,
-                    "target": row.target,
-                    "run_outcome": row.run_outcome,
-                    **{key: entry.get(key) for key in _HISTORY_KEYS},
-                }
-            )
-        return history
+        # A month of one canary is 8,640 rows: every microsecond per row counts.
+        return [
+            {
+                "run_id": run_id,
+                "started_at": at,
+                "target": target,
+                "run_outcome": run_outcome,
+                "outcome": outcome,
+                "error": error,
+                "latency_s": latency,
+                "top_score": top,
+                "ids": None if ids is None else decode_ids(ids),
+            }
+            for run_id, at, target, run_outcome, outcome, error, latency, top, ids in rows
+        ]
 
     def prune(self, now: datetime, keep: timedelta, keep_failed: timedelta) -> int:
         """Delete runs (and their results) older than ``keep``; return how many were deleted.
@@ -325,6 +323,7 @@ class Store:
             with self._write() as conn:
                 run_ids = list(conn.execute(batch).scalars())
                 if run_ids:
+                    conn.execute(delete(points).where(points.c.run_id.in_(run_ids)))
                     conn.execute(delete(results).where(results.c.run_id.in_(run_ids)))
                     conn.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))
             deleted += len(run_ids)
@@ -405,6 +404,34 @@ def _aware(moment: datetime, name: str) -> datetime:
     if moment.tzinfo is None:
         raise StorageError(f"{name}={moment.isoformat()} has no timezone; pass an aware datetime")
     return moment
+
+
+_POINT_COLUMNS = [
+    points.c[name]
+    for name in (
+        "run_id",
+        "started_at",
+        "target",
+        "run_outcome",
+        "outcome",
+        "error",
+        "latency_s",
+        "top_score",
+        "ids",
+    )
+]
+
+
+def history_query(
+    suite: str, case_id: str, target: str | None = None, since: datetime | None = None
+) -> sqlalchemy.Select[Any]:
+    """The SELECT behind ``Store.case_history``: one range of the points table's key."""
+    query = select(*_POINT_COLUMNS).where(points.c.suite == suite, points.c.case_id == case_id)
+    if target is not None:
+        query = query.where(points.c.target == target)
+    if since is not None:
+        query = query.where(points.c.started_at >= _aware(since, "since"))
+    return query.order_by(points.c.started_at, points.c.run_id, points.c.position)
 
 
 def _summaries() -> sqlalchemy.Select[Any]:
