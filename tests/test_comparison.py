@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.comparison import Entry, ListComparison, Move, compare_lists, jaccard, rbo
+from ragcanary.comparison import (
+    Entry,
+    ListComparison,
+    Move,
+    align_ties,
+    compare_lists,
+    jaccard,
+    rbo,
+)
 from ragcanary.metrics import dedupe
 
 ids = st.lists(st.sampled_from([f"d{i}" for i in range(15)]), max_size=20)
@@ -218,3 +226,52 @@ def test_compare_lists_parts_agree_with_each_other(before, after, k):
     assert distances == sorted(distances, reverse=True)
     assert set(result.score_deltas) == set(before) & set(after)
     assert all(delta == 1.0 for delta in result.score_deltas.values())
+
+
+BASE_IDS = ["a", "b", "c", "d"]
+BASE_SCORES = [0.80, 0.79, 0.60, 0.59]
+
+
+@pytest.mark.parametrize(
+    ("ids", "scores", "tolerance", "expected"),
+    [
+        # a and b swapped within the tolerance: the baseline's order comes back.
+        (["b", "a", "c", "d"], [0.80, 0.79, 0.60, 0.59], 0.02, ("a", "b", "c", "d")),
+        # The same swap with a gap wider than the tolerance is a real reordering.
+        (["b", "a", "c", "d"], [0.85, 0.79, 0.60, 0.59], 0.02, ("b", "a", "c", "d")),
+        # Exact ties are always put in the baseline's order, even with no tolerance.
+        (["b", "a", "d", "c"], [0.8, 0.8, 0.6, 0.6], 0.0, ("a", "b", "c", "d")),
+        # A chain of near-ties is one group; an id the baseline lacks goes to its end.
+        (["x", "b", "a", "c"], [0.81, 0.80, 0.79, 0.40], 0.02, ("a", "b", "x", "c")),
+        # Scores out of order (a reranker's doing) are never treated as ties.
+        (["b", "a", "c", "d"], [0.79, 0.80, 0.60, 0.59], 0.02, ("b", "a", "c", "d")),
+        # The last result traded for one just past the baseline's end gives its place back.
+        (["a", "b", "c", "e"], [0.80, 0.79, 0.60, 0.58], 0.02, ("a", "b", "c", "d")),
+        # ... but not when the missing id scored far higher: it left the list for real.
+        (["a", "b", "c", "e"], [0.80, 0.79, 0.60, 0.30], 0.02, ("a", "b", "c", "e")),
+        # Missing scores tie with nothing.
+        (["b", "a", "c", "d"], [None, 0.79, 0.60, 0.59], 0.05, ("b", "a", "c", "d")),
+    ],
+)
+def test_align_ties_undoes_only_what_score_noise_explains(ids, scores, tolerance, expected):
+    assert align_ties(ids, scores, BASE_IDS, BASE_SCORES, tolerance) == expected
+
+
+def test_align_ties_keeps_a_lost_relevant_document_out_of_its_old_rank():
+    """A document gone from the index may come back only at the end, never at its old rank."""
+    aligned = align_ties(["b", "c", "d", "e"], [0.79, 0.60, 0.59, 0.58], BASE_IDS, BASE_SCORES, 0.3)
+    assert aligned[0] != "a"
+    assert set(aligned) <= {*BASE_IDS, "e"}
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from("abcdefgh"), max_size=8),
+    st.lists(st.floats(0, 1), min_size=8, max_size=8),
+    st.floats(0, 0.2),
+)
+def test_align_ties_returns_a_deduplicated_list_of_the_same_length(ids, scores, tolerance):
+    aligned = align_ties(ids, scores[: len(ids)], BASE_IDS, BASE_SCORES, tolerance)
+    assert len(aligned) == len(dedupe(ids))
+    assert len(set(aligned)) == len(aligned)
+    assert set(aligned) <= set(ids) | set(BASE_IDS)

@@ -168,3 +168,60 @@ def compare_lists(
         score_deltas=score_deltas,
         top1_delta=top1_delta,
     )
+
+
+def align_ties(
+    ids: Sequence[str],
+    scores: Sequence[float | None],
+    reference_ids: Sequence[str],
+    reference_scores: Sequence[float | None],
+    tolerance: float,
+) -> tuple[str, ...]:
+    """``ids`` with the reorderings that score noise explains undone, as ``reference`` had them.
+
+    An approximate index with jittering scores swaps results whose scores are nearly tied,
+    and trades the last result for one just past the end of the list. Neither is a change
+    in quality, so before per-case metrics are compared with the baseline (``reference``):
+
+    - consecutive results whose score falls by at most ``tolerance`` from one to the next
+      are a tie group, put in the reference order (ids the reference lacks last, as they came);
+    - ids the reference lacks at the end of the list give their places back to reference ids
+      missing from ``ids`` whose reference score is within ``tolerance`` of theirs.
+
+    Lists are deduplicated first; a result without a usable score is tied with nothing.
+    """
+    current = list(_ranked(ids, scores, "ids").values())
+    reference = _ranked(reference_ids, reference_scores, "reference")
+    after_reference = len(reference)
+
+    def reference_order(entry: Entry) -> int:
+        return reference[entry.id].rank if entry.id in reference else after_reference
+
+    aligned: list[Entry] = []
+    group: list[Entry] = []
+    for entry in current:
+        if group and not _near_tie(group[-1].score, entry.score, 0.0, tolerance):
+            aligned.extend(sorted(group, key=reference_order))  # sorted() is stable
+            group = []
+        group.append(entry)
+    aligned.extend(sorted(group, key=reference_order))
+
+    present = {e.id for e in current}
+    missing = [e for e in reference.values() if e.id not in present]
+    swaps = 0
+    for entry in reversed(aligned):
+        if entry.id in reference or swaps == len(missing):
+            break
+        if not _near_tie(missing[swaps].score, entry.score, -tolerance, tolerance):
+            break
+        swaps += 1
+    kept = [e.id for e in aligned[: len(aligned) - swaps]]
+    return (*kept, *(e.id for e in missing[:swaps]))
+
+
+def _near_tie(first: float | None, second: float | None, low: float, high: float) -> bool:
+    """Whether both scores are known and ``first - second`` lies in ``[low, high]``."""
+    if first is None or second is None:
+        return False
+    # The epsilon keeps float noise (0.1 - 0.05 != 0.05) from splitting a tie at the limit.
+    return low - 1e-12 <= first - second <= high + 1e-12

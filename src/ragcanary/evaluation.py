@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragcanary.config import SuiteConfig
-from ragcanary.drift import Drift, compare_runs
+from ragcanary.drift import Drift, align_run, compare_runs
 from ragcanary.results import RunResult
 from ragcanary.scoring import RunScores, score_run
 from ragcanary.verdict import Policy, Verdict, judge
@@ -35,11 +35,20 @@ def policy_for(suite: SuiteConfig) -> Policy:
 
 
 def evaluate(run: RunResult, suite: SuiteConfig, baseline: RunResult | None = None) -> Evaluation:
-    """Score ``run``, compare it with ``baseline`` (scored with the same labels), and judge it."""
+    """Score ``run``, compare it with ``baseline`` (scored with the same labels), and judge it.
+
+    Per-case metrics are compared with the baseline's after the reorderings that the run's
+    own score noise explains are undone (``drift.align_run``: near-ties within the measured
+    score jitter, never wider than twice ``score_drift``). A retriever that shuffles near-ties
+    from run to run is then no regression, while documents that left the top-k still are. So
+    the verdict's deltas and regressed cases are beyond noise; ``scores`` stay as answered.
+    """
     scores = score_run(run, suite.k, suite.depth, suite.gain)
     if baseline is None:
         return Evaluation(run, scores, judge(scores, run.coverage, policy_for(suite)))
     baseline_scores = score_run(baseline, suite.k, suite.depth, suite.gain)
     drift = compare_runs(run, baseline, suite.depth, suite.thresholds.score_drift)
-    verdict = judge(scores, run.coverage, policy_for(suite), baseline_scores, drift)
+    aligned = align_run(run, baseline, drift.tie_tolerance(suite.thresholds.score_drift))
+    compared = scores if aligned is run else score_run(aligned, suite.k, suite.depth, suite.gain)
+    verdict = judge(scores, run.coverage, policy_for(suite), baseline_scores, drift, compared)
     return Evaluation(run, scores, verdict, drift, baseline.run_id)

@@ -131,15 +131,20 @@ def judge(
     policy: Policy,
     baseline: RunScores | None = None,
     drift: Drift | None = None,
+    compared: RunScores | None = None,
 ) -> Verdict:
     """The run's outcome and every reason for it.
 
     Low coverage makes the run ``unavailable`` and nothing else is judged: unanswered queries
     are an outage, never a quality drop. A drop against the baseline fails the run only when it
     is larger than ``max_drop`` *and* the paired permutation test says it is beyond noise.
+    ``compared`` are the current run's scores as compared with the baseline (by default
+    ``current``; ``evaluate`` passes them with noise-explained reorderings undone); floors and
+    canary checks always judge ``current``.
     """
-    changes = compare_scores(current, baseline, policy.seed) if baseline else {}
-    regressions = case_regressions(current, baseline) if baseline else []
+    paired = current if compared is None else compared
+    changes = compare_scores(paired, baseline, policy.seed) if baseline else {}
+    regressions = case_regressions(paired, baseline) if baseline else []
     if coverage < policy.min_coverage:
         failure = Failure(
             "coverage",

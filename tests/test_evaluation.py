@@ -1,0 +1,82 @@
+"""evaluate(): near-ties that score noise reorders are not a regression; lost documents are."""
+
+from __future__ import annotations
+
+from factories import answer, case, run
+
+from ragcanary.config import SuiteConfig
+from ragcanary.drift import compare_runs
+from ragcanary.evaluation import evaluate
+from ragcanary.results import RunResult
+
+SUITE = SuiteConfig(cases="suite.yaml", targets=["search"])
+CASES = [case(f"c{i}", [f"rel{i}"]) for i in range(40)]
+
+
+def _run(swapped: range, lost: range = range(0), jitter: float = 0.0) -> RunResult:
+    """Each case: its relevant doc first at 0.800, a near-tied other at 0.798, then the rest.
+
+    ``swapped`` cases return the near-tied pair the other way round, ``lost`` cases lost their
+    relevant document, and every score moves by ``jitter`` (alternating sign) like ANN noise.
+    """
+    pairs = []
+    for i, c in enumerate(CASES):
+        ids = [f"rel{i}", f"near{i}", *(f"x{i}-{j}" for j in range(8))]
+        scores = [0.8, 0.798, *(0.7 - 0.02 * j for j in range(8))]
+        if i in swapped:
+            ids[0], ids[1] = ids[1], ids[0]
+            scores[0], scores[1] = 0.799, 0.7985
+        if i in lost:
+            ids, scores = ids[1:], scores[1:]
+        sign = 1 if i % 2 else -1
+        pairs.append((c, answer(ids, [s + sign * jitter for s in scores])))
+    return run(pairs)
+
+
+def test_near_tie_swaps_in_many_cases_are_not_a_regression() -> None:
+    baseline = _run(swapped=range(0))
+    current = _run(swapped=range(20), jitter=0.002)
+    evaluation = evaluate(current, SUITE, baseline)
+    assert evaluation.scores.metrics["hit_rate@1"] == 0.5  # reported as the target answered
+    assert evaluation.verdict.outcome == "ok"
+    assert evaluation.verdict.changes["hit_rate@1"].delta == 0.0
+    assert evaluation.verdict.regressions == []
+
+
+def test_swaps_wider_than_the_score_noise_still_count() -> None:
+    baseline = _run(swapped=range(0))
+    current = _run(swapped=range(20))  # no jitter: the swapped scores are the only moves
+    wide = [
+        (c, answer([f"near{i}", f"rel{i}"], [0.9, 0.7]) if i < 20 else a.answer)
+        for i, (c, a) in enumerate(zip(CASES, current.results, strict=True))
+    ]
+    evaluation = evaluate(run(wide), SUITE, baseline)
+    assert evaluation.verdict.outcome == "regression"
+    assert "hit_rate@1" in {f.metric for f in evaluation.verdict.failures}
+
+
+def test_lost_relevant_documents_are_a_regression_despite_the_noise() -> None:
+    baseline = _run(swapped=range(0))
+    current = _run(swapped=range(10, 30), lost=range(5), jitter=0.002)
+    evaluation = evaluate(current, SUITE, baseline)
+    assert evaluation.verdict.outcome == "regression"
+    assert evaluation.verdict.changes["hit_rate@5"].delta == -5 / 40
+    assert {r.case for r in evaluation.verdict.regressions} == {f"c{i}" for i in range(5)}
+
+
+def test_score_noise_ignores_a_shift_that_moves_every_score_alike() -> None:
+    baseline = _run(swapped=range(0))
+    shifted = run(
+        [
+            (c, answer(r.answer.ids, [s - 0.05 for s in r.answer.scores]))
+            for c, r in zip(CASES, baseline.results, strict=True)
+        ]
+    )
+    drift = compare_runs(shifted, baseline, 10, 0.05)
+    assert drift.score_noise is not None
+    assert drift.score_noise < 1e-9
+    assert drift.tie_tolerance(0.05) < 1e-8
+    jittered = compare_runs(_run(swapped=range(0), jitter=0.002), baseline, 10, 0.05)
+    assert jittered.score_noise is not None
+    assert 0.002 < jittered.tie_tolerance(0.05) < 0.01
+    assert jittered.tie_tolerance(0.001) == 0.002  # capped at twice score_drift
