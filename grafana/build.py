@@ -1,0 +1,826 @@
+"""Generates the Grafana dashboards in grafana/dashboards/ from one description (stdlib only).
+
+The three dashboards share one data source variable, the same ``suite`` and ``target``
+variables, the same alert annotation, units and links; writing them from code keeps them
+consistent. The generated JSON is committed; tests/test_dashboards.py checks it is current.
+
+    python grafana/build.py            # rewrite grafana/dashboards/*.json
+    python grafana/build.py --check    # exit 1 when the committed JSON is out of date
+
+Every panel query filters on ``suite=~"$suite"`` and ``target=~"$target"`` and may use
+``$__rate_interval``; nothing else needs substituting to run it against Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+Json = dict[str, Any]
+
+DASHBOARDS_DIR = Path(__file__).resolve().parent / "dashboards"
+# The uid of the data source provisioned in provisioning/datasources/ragcanary.yml; the
+# dashboards default to it and let a user pick another Prometheus in the variable.
+DATASOURCE_UID = "ragcanary-prometheus"
+DATASOURCE: Json = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39
+TAG = "ragcanary"
+PAIR = 'suite=~"$suite", target=~"$target"'
+# Daemon-wide alerts (RagCanaryConfigReloadFailed) carry no suite or target label: the
+# trailing "|" lets the empty label match whatever suites are selected.
+ALERTS = (
+    'ALERTS{alertname=~"RagCanary.*", alertstate="firing", suite=~"$suite|", target=~"$target|"}'
+)
+CUT_OFF_METRICS = ("hit_rate", "ndcg", "recall", "precision")
+
+RATIO = {"unit": "percentunit", "min": 0, "max": 1}
+DELTA = {"unit": "percentunit"}
+SCORE = {"unit": "none", "decimals": 3}
+COUNT = {"unit": "short", "min": 0, "decimals": 0}
+SECONDS = {"unit": "s", "min": 0}
+VERDICT_MAPPINGS = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "ok", "color": "green", "index": 0},
+            "1": {"text": "REGRESSION", "color": "red", "index": 1},
+        },
+    }
+]
+RELOAD_MAPPINGS = [
+    {
+        "type": "value",
+        "options": {
+            "0": {"text": "FAILED", "color": "red", "index": 0},
+            "1": {"text": "ok", "color": "green", "index": 1},
+        },
+    }
+]
+
+
+def sel(metric: str, extra: str = "") -> str:
+    """A selector of ``metric`` restricted to the dashboard's suites and targets."""
+    return f"{metric}{{{PAIR}{extra}}}"
+
+
+def increase(counter: str, by: str) -> str:
+    """How much ``counter`` grew per rate interval, summed by the labels ``by``."""
+    return f"sum by ({by}) (increase({sel(counter)}[$__rate_interval]))"
+
+
+def quantile(q: float, histogram: str, by: str) -> str:
+    """The ``q`` quantile of ``histogram`` over each rate interval, by the labels ``by``."""
+    buckets = f"rate({sel(histogram + '_bucket')}[$__rate_interval])"
+    return f"histogram_quantile({q}, sum by ({by}, le) ({buckets}))"
+
+
+def query(expr: str, legend: str = "", *, instant: bool = False, fmt: str = "") -> Json:
+    """One Prometheus query of a panel; its refId is set by the panel."""
+    target: Json = {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend or "__auto"}
+    target["instant"], target["range"] = instant, not instant
+    if fmt:
+        target["format"] = fmt
+    return target
+
+
+def panel(
+    kind: str,
+    title: str,
+    description: str,
+    targets: Sequence[Json],
+    *,
+    unit: Json,
+    options: Json | None = None,
+    custom: Json | None = None,
+    mappings: Sequence[Json] = (),
+    overrides: Sequence[Json] = (),
+    transformations: Sequence[Json] = (),
+) -> Json:
+    """A panel without its id and position (``layout`` assigns those)."""
+    defaults: Json = {**unit, "color": {"mode": "palette-classic"}}
+    if mappings:
+        defaults["mappings"] = list(mappings)
+        defaults["color"] = {"mode": "thresholds"}
+        defaults["thresholds"] = {"mode": "absolute", "steps": [{"color": "green", "value": None}]}
+    if custom:
+        defaults["custom"] = custom
+    result: Json = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "targets": [{**t, "refId": chr(ord("A") + i)} for i, t in enumerate(targets)],
+        "fieldConfig": {"defaults": defaults, "overrides": list(overrides)},
+        "options": options or {},
+    }
+    if transformations:
+        result["transformations"] = list(transformations)
+    return result
+
+
+def stat(title: str, description: str, expr: str, legend: str = "", **kw: Any) -> Json:
+    """A single-number panel showing the last value of each series of ``expr``."""
+    options = {
+        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        "colorMode": "value",
+        "graphMode": "none",
+        "textMode": "auto",
+        "justifyMode": "auto",
+        "orientation": "auto",
+    }
+    return panel("stat", title, description, [query(expr, legend)], options=options, **kw)
+
+
+def timeseries(
+    title: str, description: str, targets: Sequence[Json], *, bars: bool = False, **kw: Any
+) -> Json:
+    """A graph over time; ``bars`` stacks counts per interval instead of drawing lines."""
+    custom: Json = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0, "showPoints": "never"}
+    if bars:
+        custom = {"drawStyle": "bars", "fillOpacity": 80, "stacking": {"mode": "normal"}}
+    options = {
+        "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+    return panel("timeseries", title, description, targets, options=options, custom=custom, **kw)
+
+
+def timeline(title: str, description: str, expr: str, legend: str, **kw: Any) -> Json:
+    """A state timeline: one band per series, coloured by value mappings."""
+    options = {
+        "showValue": "never",
+        "mergeValues": True,
+        "rowHeight": 0.8,
+        "legend": {"displayMode": "list", "placement": "bottom", "showLegend": False},
+        "tooltip": {"mode": "single"},
+    }
+    return panel("state-timeline", title, description, [query(expr, legend)], options=options, **kw)
+
+
+def per_k(metric: str, title: str, description: str, legend: str) -> Json:
+    """A graph of a cut-off metric, one line per k."""
+    return timeseries(title, description, [query(sel(f"ragcanary_{metric}"), legend)], unit=RATIO)
+
+
+def variable(name: str, label: str, definition: str, *, multi: bool) -> Json:
+    """A query variable over the label values Prometheus knows, refreshed with the time range."""
+    result: Json = {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DATASOURCE,
+        "definition": definition,
+        "query": {"query": definition, "refId": f"{name}-values"},
+        "refresh": 2,
+        "sort": 1,
+        "multi": multi,
+        "includeAll": multi,
+        "current": {},
+        "options": [],
+        "hide": 0,
+    }
+    if multi:
+        result["allValue"] = ".*"
+    return result
+
+
+def templating(*, one_suite: bool) -> Json:
+    """The variables of every dashboard: the data source, then ``suite`` and ``target``."""
+    datasource = {
+        "type": "datasource",
+        "name": "datasource",
+        "label": "Data source",
+        "query": "prometheus",
+        "current": {"text": "Prometheus", "value": DATASOURCE_UID},
+        "refresh": 1,
+        "regex": "",
+        "hide": 0,
+        "options": [],
+    }
+    suite = variable(
+        "suite", "Suite", "label_values(ragcanary_runs_total, suite)", multi=not one_suite
+    )
+    target = variable(
+        "target",
+        "Target",
+        'label_values(ragcanary_runs_total{suite=~"$suite"}, target)',
+        multi=True,
+    )
+    return {"list": [datasource, suite, target]}
+
+
+def alert_annotations() -> Json:
+    """Grafana's own annotations and the firing ragcanary alerts of the selected pairs."""
+    builtin = {
+        "builtIn": 1,
+        "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+        "enable": True,
+        "hide": True,
+        "iconColor": "rgba(0, 211, 255, 1)",
+        "name": "Annotations & Alerts",
+        "type": "dashboard",
+    }
+    alerts = {
+        "name": "ragcanary alerts",
+        "datasource": DATASOURCE,
+        "enable": True,
+        "hide": False,
+        "iconColor": "red",
+        "expr": ALERTS,
+        "step": "1m",
+        "titleFormat": "{{alertname}}",
+        "textFormat": "{{suite}} / {{target}} ({{severity}})",
+        "tagKeys": "alertname,severity",
+        "useValueForTime": False,
+    }
+    return {"list": [builtin, alerts]}
+
+
+def layout(rows: Sequence[tuple[int, Sequence[Json]]]) -> list[Json]:
+    """Number the panels and place each row's panels side by side, equally wide."""
+    placed: list[Json] = []
+    y = 0
+    for height, panels in rows:
+        width = 24 // len(panels)
+        for i, p in enumerate(panels):
+            grid = {"h": height, "w": width, "x": i * width, "y": y}
+            placed.append({"id": len(placed) + 1, "gridPos": grid, **p})
+        y += height
+    return placed
+
+
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    rows: Sequence[tuple[int, Sequence[Json]]],
+    *,
+    one_suite: bool,
+) -> Json:
+    """A whole dashboard in Grafana's JSON model."""
+    return {
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": [TAG],
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": SCHEMA_VERSION,
+        "version": 1,
+        "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "refresh": "1m",
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "weekStart": "",
+        "links": [
+            {
+                "type": "dashboards",
+                "title": "ragcanary",
+                "tags": [TAG],
+                "asDropdown": False,
+                "includeVars": True,
+                "keepTime": True,
+                "icon": "external link",
+                "targetBlank": False,
+                "tooltip": "",
+                "url": "",
+            }
+        ],
+        "annotations": alert_annotations(),
+        "templating": templating(one_suite=one_suite),
+        "panels": layout(rows),
+    }
+
+
+def runs_by_outcome(legend: str, by: str) -> Json:
+    return timeseries(
+        "Runs by outcome",
+        "Runs per interval: ok, regression (quality verdict) or unavailable (coverage under "
+        "min_coverage; an outage, not a quality drop).",
+        [query(increase("ragcanary_runs_total", by), legend)],
+        bars=True,
+        unit=COUNT,
+    )
+
+
+def overview() -> Json:
+    """Every suite on every target at a glance."""
+    pair = "{{suite}} · {{target}}"
+    table_columns = [
+        ("Regression", "ragcanary_regression", VERDICT_MAPPINGS, COUNT),
+        ("Coverage", "ragcanary_coverage_ratio", (), RATIO),
+        ("MRR", "ragcanary_mrr", (), RATIO),
+        ("Rank overlap", "ragcanary_rank_overlap", (), RATIO),
+        ("Negative leaks", "ragcanary_negative_leaks", (), COUNT),
+    ]
+    ages = [
+        ("Since last run", "time() - " + sel("ragcanary_last_run_timestamp_seconds")),
+        ("Since last success", "time() - " + sel("ragcanary_last_success_timestamp_seconds")),
+    ]
+    columns = [(name, sel(metric), m, u) for name, metric, m, u in table_columns]
+    columns += [(name, expr, (), SECONDS) for name, expr in ages]
+    # One row per pair: without __name__, instance and job the merge joins the columns.
+    columns = [(name, f"max by (suite, target) ({expr})", m, u) for name, expr, m, u in columns]
+    refs = [chr(ord("A") + i) for i in range(len(columns))]
+    table = panel(
+        "table",
+        "Every suite and target",
+        "The last run of each pair: verdict, share of canaries answered, MRR, mean RBO vs "
+        "the baseline, negative canaries that leaked, and how long ago it last ran and last "
+        "had an answered run.",
+        [query(expr, instant=True, fmt="table") for _, expr, _, _ in columns],
+        unit={},
+        options={"showHeader": True, "cellHeight": "sm", "footer": {"show": False}},
+        overrides=[
+            {
+                "matcher": {"id": "byName", "options": name},
+                "properties": [{"id": key, "value": value} for key, value in unit.items()]
+                + ([{"id": "mappings", "value": list(mappings)}] if mappings else [])
+                + (
+                    [{"id": "custom.cellOptions", "value": {"type": "color-background"}}]
+                    if mappings
+                    else []
+                ),
+            }
+            for name, _, mappings, unit in columns
+        ],
+        transformations=[
+            {"id": "merge", "options": {}},
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True},
+                    "renameByName": {
+                        f"Value #{ref}": name for ref, (name, *_) in zip(refs, columns, strict=True)
+                    },
+                    "indexByName": {
+                        "suite": 0,
+                        "target": 1,
+                        **{f"Value #{ref}": i + 2 for i, ref in enumerate(refs)},
+                    },
+                },
+            },
+        ],
+    )
+    stats = [
+        stat(
+            "Pairs watched",
+            "Suite and target pairs the daemons run.",
+            f"count(group by (suite, target) ({sel('ragcanary_runs_total')}))",
+            unit=COUNT,
+        ),
+        stat(
+            "In regression",
+            "Pairs whose last answered run was a regression.",
+            f"sum({sel('ragcanary_regression')})",
+            unit=COUNT,
+        ),
+        stat(
+            "Lowest coverage",
+            "The smallest share of canaries answered in a last run.",
+            f"min({sel('ragcanary_coverage_ratio')})",
+            unit=RATIO,
+        ),
+        stat(
+            "Oldest last run",
+            "The longest time since a pair last ran; RagCanaryStale watches this.",
+            f"max(time() - {sel('ragcanary_last_run_timestamp_seconds')})",
+            unit=SECONDS,
+        ),
+        stat(
+            "Firing alerts",
+            "ragcanary alerts firing now for the selected pairs (0 when none).",
+            f"count({ALERTS}) or vector(0)",
+            unit=COUNT,
+        ),
+        stat(
+            "Config reload",
+            "Whether each daemon accepted its last configuration reload.",
+            "min(ragcanary_config_last_reload_successful)",
+            unit=COUNT,
+            mappings=RELOAD_MAPPINGS,
+        ),
+    ]
+    rows = [
+        (4, stats),
+        (9, [table]),
+        (
+            8,
+            [
+                per_k(
+                    "hit_rate",
+                    "Hit rate @k",
+                    "Weighted Hit@k of the last answered run, per pair and k.",
+                    pair + " @{{k}}",
+                ),
+                timeline(
+                    "Regression verdict",
+                    "1 (red) while the pair's last answered run was a regression.",
+                    sel("ragcanary_regression"),
+                    pair,
+                    unit=COUNT,
+                    mappings=VERDICT_MAPPINGS,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                timeseries(
+                    "Coverage",
+                    "Share of canaries answered; under min_coverage the run is unavailable.",
+                    [query(sel("ragcanary_coverage_ratio"), pair)],
+                    unit=RATIO,
+                ),
+                timeseries(
+                    "Time since last run and last success",
+                    "Seconds since each pair last ran, and since it last had an answered run.",
+                    [query(expr, f"{pair} {name.lower()}") for name, expr in ages],
+                    unit=SECONDS,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                runs_by_outcome(pair + " {{outcome}}", "suite, target, outcome"),
+                timeseries(
+                    "Skipped runs",
+                    "Scheduled runs skipped because the previous run of the pair was still "
+                    "going: the schedule is tighter than a run takes.",
+                    [query(increase("ragcanary_runs_skipped_total", "suite, target"), pair)],
+                    bars=True,
+                    unit=COUNT,
+                ),
+            ],
+        ),
+    ]
+    return dashboard(
+        "ragcanary-overview",
+        "ragcanary / Fleet overview",
+        "Every suite on every target: verdict, quality, coverage, freshness, alerts.",
+        rows,
+        one_suite=False,
+    )
+
+
+def suite() -> Json:
+    """One suite in depth: every metric per k, coverage, latency and outcomes."""
+    at_k = "{{target}} @{{k}}"
+    titles = {
+        "hit_rate": ("Hit rate @k", "Share of labelled canaries with a relevant id in the top k."),
+        "ndcg": ("NDCG @k", "Graded ranking quality of the top k (ideal DCG from all judged ids)."),
+        "recall": ("Recall @k", "Share of all judged relevant ids found in the top k."),
+        "precision": ("Precision @k", "Relevant ids in the top k divided by k, like trec_eval."),
+    }
+    cut_off = [per_k(m, *titles[m], at_k) for m in CUT_OFF_METRICS]
+    stats = [
+        stat(
+            "Verdict",
+            "The verdict of the last answered run of each target.",
+            sel("ragcanary_regression"),
+            "{{target}}",
+            unit=COUNT,
+            mappings=VERDICT_MAPPINGS,
+        ),
+        stat(
+            "Coverage",
+            "Share of canaries answered in the last run.",
+            sel("ragcanary_coverage_ratio"),
+            "{{target}}",
+            unit=RATIO,
+        ),
+        stat(
+            "MRR", "Weighted mean reciprocal rank.", sel("ragcanary_mrr"), "{{target}}", unit=RATIO
+        ),
+        stat(
+            "Negative leaks",
+            "Negative canaries that scored at or over their max_score.",
+            sel("ragcanary_negative_leaks"),
+            "{{target}}",
+            unit=COUNT,
+        ),
+        stat(
+            "Regressed cases",
+            "Canaries that scored worse than in the baseline.",
+            sel("ragcanary_regressed_cases"),
+            "{{target}}",
+            unit=COUNT,
+        ),
+        stat(
+            "Since last run",
+            "Seconds since the target last ran this suite.",
+            "time() - " + sel("ragcanary_last_run_timestamp_seconds"),
+            "{{target}}",
+            unit=SECONDS,
+        ),
+    ]
+    latency = "ragcanary_query_duration_seconds"
+    heatmap = panel(
+        "heatmap",
+        "Query latency",
+        "Answered canary queries per latency bucket and interval.",
+        [
+            query(
+                f"sum by (le) (increase({sel(latency + '_bucket')}[$__rate_interval]))",
+                "{{le}}",
+                fmt="heatmap",
+            )
+        ],
+        unit={},
+        options={
+            "calculate": False,
+            "cellGap": 1,
+            "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential", "steps": 64},
+            "yAxis": {"unit": "s", "axisPlacement": "left"},
+            "rowsFrame": {"layout": "auto"},
+            "cellValues": {"unit": "short"},
+            "tooltip": {"mode": "single", "yHistogram": True},
+            "legend": {"show": True},
+            "showValue": "never",
+        },
+    )
+    quantiles = [
+        query(quantile(q, latency, "target"), f"{{{{target}}}} p{round(q * 100)}")
+        for q in (0.5, 0.95, 0.99)
+    ]
+    run_duration = [
+        query(quantile(q, "ragcanary_run_duration_seconds", "target"), f"{{{{target}}}} {name}")
+        for q, name in ((0.5, "p50"), (0.95, "p95"))
+    ]
+    rows = [
+        (4, stats),
+        (8, cut_off[:2]),
+        (8, cut_off[2:]),
+        (
+            8,
+            [
+                timeseries(
+                    "MRR",
+                    "Weighted reciprocal rank of the first relevant id within depth.",
+                    [query(sel("ragcanary_mrr"), "{{target}}")],
+                    unit=RATIO,
+                ),
+                timeseries(
+                    "Coverage",
+                    "Share of canaries answered; under min_coverage the run is unavailable.",
+                    [query(sel("ragcanary_coverage_ratio"), "{{target}}")],
+                    unit=RATIO,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                heatmap,
+                timeseries(
+                    "Query latency quantiles",
+                    "Latency of answered canary queries; RagCanarySlowQueries watches p95.",
+                    quantiles,
+                    unit=SECONDS,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                timeseries(
+                    "Queries by outcome",
+                    "Canary queries per interval: ok, empty, or why they were not answered.",
+                    [
+                        query(
+                            increase("ragcanary_queries_total", "target, outcome"),
+                            "{{target}} {{outcome}}",
+                        )
+                    ],
+                    bars=True,
+                    unit=COUNT,
+                ),
+                timeseries(
+                    "Run duration",
+                    "Wall time of a whole run (all canaries of the suite on one target).",
+                    run_duration,
+                    unit=SECONDS,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                runs_by_outcome("{{target}} {{outcome}}", "target, outcome"),
+                timeseries(
+                    "Negative leaks",
+                    "Negative canaries (off-topic queries) that scored at or over max_score.",
+                    [query(sel("ragcanary_negative_leaks"), "{{target}}")],
+                    unit=COUNT,
+                ),
+            ],
+        ),
+    ]
+    return dashboard(
+        "ragcanary-suite",
+        "ragcanary / Suite in depth",
+        "One suite on its targets: every metric per k, coverage, latency, outcomes.",
+        rows,
+        one_suite=True,
+    )
+
+
+def drift() -> Json:
+    """What moved against the baseline: scores, rankings, metric deltas, regressed cases."""
+    stats = [
+        stat(
+            "Rank overlap",
+            "Mean RBO of the top-k vs the baseline (1 = same rankings).",
+            sel("ragcanary_rank_overlap"),
+            "{{target}}",
+            unit=RATIO,
+        ),
+        stat(
+            "Score drift",
+            "Mean |score delta| of ids in both the run and the baseline.",
+            sel("ragcanary_score_drift"),
+            "{{target}}",
+            unit=SCORE,
+        ),
+        stat(
+            "Drifted pairs",
+            "Share of (case, id) pairs whose score moved over the score_drift threshold.",
+            sel("ragcanary_score_drifted_ratio"),
+            "{{target}}",
+            unit=RATIO,
+        ),
+        stat(
+            "Top-1 score",
+            "Mean score of the first hit.",
+            sel("ragcanary_top_score"),
+            "{{target}}",
+            unit=SCORE,
+        ),
+        stat(
+            "Regressed cases",
+            "Canaries that scored worse than in the baseline.",
+            sel("ragcanary_regressed_cases"),
+            "{{target}}",
+            unit=COUNT,
+        ),
+        stat(
+            "Verdict",
+            "The verdict of the last answered run of each target.",
+            sel("ragcanary_regression"),
+            "{{target}}",
+            unit=COUNT,
+            mappings=VERDICT_MAPPINGS,
+        ),
+    ]
+    delta_now = panel(
+        "bargauge",
+        "Baseline delta now",
+        "Each aggregate metric of the last answered run minus the baseline's.",
+        [query(sel("ragcanary_baseline_delta"), "{{target}} {{metric}}", instant=True)],
+        unit={**DELTA, "min": -1, "max": 1},
+        options={
+            "displayMode": "basic",
+            "orientation": "horizontal",
+            "showUnfilled": True,
+            "valueMode": "color",
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+        },
+    )
+    delta_groups = [
+        ("Baseline delta: hit rate and MRR", 'metric=~"hit_rate@.*|mrr"'),
+        (
+            "Baseline delta: NDCG, recall, precision, MAP",
+            'metric=~"(ndcg|recall|precision|map)@.*"',
+        ),
+    ]
+    deltas = [
+        timeseries(
+            title,
+            "Aggregate metric of each run minus the baseline's; negative is worse.",
+            [query(sel("ragcanary_baseline_delta", ", " + matcher), "{{target}} {{metric}}")],
+            unit=DELTA,
+        )
+        for title, matcher in delta_groups
+    ]
+    rows = [
+        (4, stats),
+        (
+            8,
+            [
+                timeseries(
+                    "Score drift",
+                    "Mean |score delta| vs the baseline; a jump with stable rankings points "
+                    "at an embedding model or scoring change.",
+                    [query(sel("ragcanary_score_drift"), "{{target}}")],
+                    unit=SCORE,
+                ),
+                timeseries(
+                    "Drifted pairs",
+                    "Share of (case, id) pairs whose score moved over the threshold.",
+                    [query(sel("ragcanary_score_drifted_ratio"), "{{target}}")],
+                    unit=RATIO,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                timeseries(
+                    "Rank overlap (RBO)",
+                    "Mean rank-biased overlap of the top-k vs the baseline.",
+                    [query(sel("ragcanary_rank_overlap"), "{{target}}")],
+                    unit=RATIO,
+                ),
+                timeseries(
+                    "Top-1 score",
+                    "Mean score of the first hit of the answered canaries.",
+                    [query(sel("ragcanary_top_score"), "{{target}}")],
+                    unit=SCORE,
+                ),
+            ],
+        ),
+        (8, deltas),
+        (
+            8,
+            [
+                delta_now,
+                timeseries(
+                    "Regressed cases",
+                    "Canaries worse than in the baseline; `ragcanary diff` lists them.",
+                    [query(sel("ragcanary_regressed_cases"), "{{target}}")],
+                    unit=COUNT,
+                ),
+            ],
+        ),
+    ]
+    return dashboard(
+        "ragcanary-drift",
+        "ragcanary / Drift investigation",
+        "What moved against the baseline: scores, rankings, per-metric deltas, regressed cases.",
+        rows,
+        one_suite=True,
+    )
+
+
+def dashboards() -> dict[str, Json]:
+    """Every dashboard by its file name in grafana/dashboards/."""
+    return {"overview.json": overview(), "suite.json": suite(), "drift.json": drift()}
+
+
+def queries(board: Json) -> Iterator[tuple[str, str]]:
+    """(panel title, expr) of every query of ``board``'s panels, in panel order."""
+    for p in board["panels"]:
+        for target in p["targets"]:
+            yield p["title"], target["expr"]
+
+
+def instantiate(
+    expr: str, *, rate_interval: str = "1m", suite: str = ".*", target: str = ".*"
+) -> str:
+    """``expr`` as Grafana sends it to Prometheus, by default with All suites and targets chosen."""
+    for name, value in (
+        ("$__rate_interval", rate_interval),
+        ("$suite", suite),
+        ("$target", target),
+    ):
+        expr = expr.replace(name, value)
+    return expr
+
+
+def render(board: Json) -> str:
+    """The committed text of a dashboard: stable key order, two-space indent, final newline."""
+    return json.dumps(board, indent=2, ensure_ascii=False) + "\n"
+
+
+def stale(directory: Path = DASHBOARDS_DIR) -> Iterator[str]:
+    """Names of the dashboard files in ``directory`` that differ from the generator's output."""
+    for name, board in dashboards().items():
+        path = directory / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != render(board):
+            yield name
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="only report out-of-date files")
+    args = parser.parse_args(argv)
+    if args.check:
+        outdated = list(stale())
+        for name in outdated:
+            print(f"grafana/dashboards/{name} is out of date; run: python grafana/build.py")
+        return 1 if outdated else 0
+    DASHBOARDS_DIR.mkdir(exist_ok=True)
+    for name, board in dashboards().items():
+        (DASHBOARDS_DIR / name).write_text(render(board), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

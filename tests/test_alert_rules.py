@@ -1,0 +1,112 @@
+"""deploy/prometheus/alerts.yml: valid, unit-tested with promtool, readable by whoever is paged."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_server import prometheus_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+UNIT_TESTS = Path(__file__).resolve().parent / "prometheus" / "alerts_test.yml"
+RUNBOOKS = "https://github.com/ragcanary/ragcanary/blob/main/"  # + a path in this repository
+# DESIGN.md "Deployment and alerting".
+CONTRACT = {
+    "RagCanaryHitRateDrop",
+    "RagCanaryScoreDrift",
+    "RagCanaryRankChurn",
+    "RagCanaryNegativeLeak",
+    "RagCanaryTargetUnavailable",
+    "RagCanaryStale",
+    "RagCanarySlowQueries",
+    "RagCanaryConfigReloadFailed",
+}
+# Alerts about the daemon itself carry no suite or target: their descriptions name the
+# instance instead.
+DAEMON_WIDE = {"RagCanaryConfigReloadFailed"}
+
+
+def _alert_rules() -> list[dict[str, Any]]:
+    document = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    return [rule for group in document["groups"] for rule in group["rules"] if "alert" in rule]
+
+
+RULES = _alert_rules()
+# An alert name may have several rules (RagCanaryStale has two): number them in test ids.
+PER_RULE = pytest.mark.parametrize(
+    "rule", RULES, ids=[f"{r['alert']}-{i}" for i, r in enumerate(RULES)]
+)
+
+
+def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [prometheus_binary("promtool"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_promtool_check_rules_accepts_the_file() -> None:
+    result = _promtool("check", "rules", str(ALERTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_unit_tests_pass() -> None:
+    result = _promtool("test", "rules", str(UNIT_TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_the_file_defines_exactly_the_contract_alerts() -> None:
+    assert {rule["alert"] for rule in RULES} == CONTRACT
+
+
+def test_unit_tests_check_every_alert_firing_and_not_firing() -> None:
+    document = yaml.safe_load(UNIT_TESTS.read_text(encoding="utf-8"))
+    checks = [check for test in document["tests"] for check in test.get("alert_rule_test", [])]
+    firing = {c["alertname"] for c in checks if c.get("exp_alerts")}
+    quiet = {c["alertname"] for c in checks if not c.get("exp_alerts")}
+    assert CONTRACT - firing == set(), "alerts never tested firing"
+    assert CONTRACT - quiet == set(), "alerts never tested staying quiet"
+
+
+@PER_RULE
+def test_alert_has_a_severity_and_a_for_duration(rule: dict[str, Any]) -> None:
+    assert rule.get("labels", {}).get("severity") in {"critical", "warning"}
+    assert re.fullmatch(r"\d+[smh]", str(rule.get("for", ""))), "a for: of minutes, not flapping"
+
+
+@PER_RULE
+def test_alert_has_summary_description_and_runbook(rule: dict[str, Any]) -> None:
+    annotations = rule.get("annotations", {})
+    for key in ("summary", "description", "runbook_url"):
+        assert str(annotations.get(key, "")).strip(), f"{rule['alert']} has no {key}"
+
+
+@PER_RULE
+def test_description_names_the_suite_target_and_value(rule: dict[str, Any]) -> None:
+    description = rule["annotations"]["description"]
+    if rule["expr"].strip().startswith("absent("):
+        # No series is left to take labels or a value from: it says so instead.
+        assert "no suite" in description
+        assert "no target" in description
+        return
+    if rule["alert"] in DAEMON_WIDE:
+        assert "{{ $labels.instance }}" in description
+        assert "{{ $value }}" in description
+        return
+    assert "{{ $labels.suite }}" in description
+    assert "{{ $labels.target }}" in description
+    # Raw values such as 0.2282608695652174 or 1.7953e+09 are for machines.
+    assert re.search(r"\{\{ \$value \| (humanize\w*|printf \"[^\"]+\") \}\}", description)
+
+
+@PER_RULE
+def test_runbook_url_points_to_the_alerts_runbook_file(rule: dict[str, Any]) -> None:
+    url = rule["annotations"]["runbook_url"]
+    assert url == f"{RUNBOOKS}docs/runbooks/{rule['alert']}.md"
+    runbook = ROOT / url.removeprefix(RUNBOOKS)
+    assert runbook.is_file(), f"{rule['alert']}: {runbook.relative_to(ROOT)} does not exist"

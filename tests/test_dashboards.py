@@ -1,0 +1,384 @@
+"""The Grafana dashboards and provisioning: generated, consistent, querying only exported series."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from ragcanary.exporter import Exporter, SuitePairs
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAFANA = ROOT / "grafana"
+DEPLOY = ROOT / "deploy"
+PROMETHEUS_BUILTINS = {"ALERTS"}  # series Prometheus itself writes for alerting rules
+
+
+def _load_builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("grafana_build", GRAFANA / "build.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_builder()
+FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
+BOARDS = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in FILES}
+
+
+def _exported_labels() -> dict[str, set[str]]:
+    """Every series name a daemon exports after one answered run, with its label names."""
+    exporter = Exporter()
+    exporter.load({"core": SuitePairs(targets=("search",), ks=(1, 5))})
+    exporter.observe_run(
+        {
+            "suite": "core",
+            "target": "search",
+            "outcome": "ok",
+            "coverage": 1.0,
+            "duration_s": 0.5,
+            "metrics": {f"{m}@5": 1.0 for m in build.CUT_OFF_METRICS} | {"mrr": 1.0},
+            "baseline": {
+                "rank_overlap": 1.0,
+                "score_drift": 0.0,
+                "score_drifted_ratio": 0.0,
+                "deltas": {"mrr": 0.0},
+            },
+            "cases": [{"id": "c", "scores": [0.5], "latency_s": 0.01}],
+        }
+    )
+    labels: dict[str, set[str]] = defaultdict(set)
+    for family in exporter.registry.collect():
+        for sample in family.samples:
+            labels[sample.name].update(sample.labels)
+    return labels
+
+
+EXPORTED = _exported_labels()
+
+
+@dataclass(frozen=True)
+class Selector:
+    """One series selector of a PromQL expression: a metric name and its ``{...}`` matchers."""
+
+    metric: str
+    matchers: str
+
+
+_TOKEN = re.compile(
+    r"""
+      "(?:[^"\\]|\\.)*"      # a string
+    | \{[^}]*\}              # label matchers
+    | \[[^\]]*\]             # a range
+    | \d[\w.]*               # a number or duration
+    | [A-Za-z_:][\w:]*       # an identifier: metric, function, keyword
+    | \S                     # an operator or a parenthesis
+    """,
+    re.VERBOSE,
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_:][\w:]*")
+_GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+_KEYWORDS = _GROUPING | {"and", "or", "unless", "bool", "offset"}
+
+
+def tokens(expr: str) -> list[str]:
+    return _TOKEN.findall(expr)
+
+
+def selectors(expr: str) -> list[Selector]:
+    """The series selectors of ``expr``: identifiers that are no function, keyword or label list."""
+    toks = tokens(expr)
+    found: list[Selector] = []
+    i = 0
+    while i < len(toks):
+        tok, following = toks[i], toks[i + 1] if i + 1 < len(toks) else ""
+        if tok in _GROUPING and following == "(":
+            i = toks.index(")", i) + 1  # a label list, not metrics
+            continue
+        if tok.startswith("{") and not (i and _IDENTIFIER.fullmatch(toks[i - 1])):
+            found.append(Selector("", tok))  # a selector without a metric name
+        elif (
+            _IDENTIFIER.fullmatch(tok)
+            and tok not in _KEYWORDS
+            and following != "("
+            and following not in _GROUPING
+        ):
+            found.append(Selector(tok, following if following.startswith("{") else ""))
+        i += 1
+    return found
+
+
+def all_queries() -> list[tuple[str, str, str]]:
+    """(file, panel title, expr) of every panel query of every dashboard."""
+    return [
+        (name, title, expr)
+        for name, board in BOARDS.items()
+        for title, expr in build.queries(board)
+    ]
+
+
+def all_exprs() -> list[tuple[str, str, str]]:
+    """Every panel query, and every annotation query as (file, annotation name, expr)."""
+    annotations = [
+        (name, a["name"], a["expr"])
+        for name, board in BOARDS.items()
+        for a in board["annotations"]["list"]
+        if "expr" in a
+    ]
+    return all_queries() + annotations
+
+
+def variables(board: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in board["templating"]["list"]}
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def provisioning(kind: str) -> dict[str, Any]:
+    files = list((GRAFANA / "provisioning" / kind).glob("*.yml"))
+    assert len(files) == 1, f"expected one provisioning file in {kind}/, found {files}"
+    return load_yaml(files[0])
+
+
+def compose_mounts(service: str) -> dict[Path, str]:
+    """Host directory (resolved) -> container path of each bind mount of a compose service."""
+    compose = load_yaml(DEPLOY / "docker-compose.yml")
+    mounts: dict[Path, str] = {}
+    for volume in compose["services"][service]["volumes"]:
+        source, target, *_ = volume.split(":")
+        if source.startswith("."):
+            mounts[(DEPLOY / source).resolve()] = target
+    return mounts
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    """The promtool binary; skips when it is absent (fails under RAGCANARY_REQUIRE_PROMETHEUS=1)."""
+    path = shutil.which("promtool")
+    if path is None:
+        reason = "promtool is not installed (Debian package prometheus); PromQL not parsed"
+        if os.environ.get("RAGCANARY_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(f"{reason} (RAGCANARY_REQUIRE_PROMETHEUS=1 forbids skipping)")
+        pytest.skip(reason)
+    return path
+
+
+def test_committed_dashboards_are_the_generators_output() -> None:
+    """grafana/dashboards/ holds exactly what `python grafana/build.py` writes."""
+    assert sorted(BOARDS) == sorted(build.dashboards())
+    assert list(build.stale()) == [], "run: python grafana/build.py"
+
+
+def test_the_three_dashboards_of_the_contract_exist() -> None:
+    """Fleet overview, one suite in depth, drift investigation."""
+    titles = {board["title"] for board in BOARDS.values()}
+    assert titles == {
+        "ragcanary / Fleet overview",
+        "ragcanary / Suite in depth",
+        "ragcanary / Drift investigation",
+    }
+
+
+def test_uids_and_titles_are_unique_and_stable() -> None:
+    """Links and bookmarks rely on uids; Grafana refuses two dashboards with one uid."""
+    uids = [board["uid"] for board in BOARDS.values()]
+    titles = [board["title"] for board in BOARDS.values()]
+    assert len(set(uids)) == len(uids)
+    assert len(set(titles)) == len(titles)
+    assert all(re.fullmatch(r"ragcanary-[a-z]+", uid) for uid in uids), uids
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_dashboard_is_a_grafana_json_model(name: str) -> None:
+    """Schema version of Grafana 10/11, panel ids and titles unique, panels inside the grid."""
+    board = BOARDS[name]
+    assert board["schemaVersion"] == 39
+    assert board["tags"] == ["ragcanary"]
+    panels = board["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(set(ids)) == len(ids)
+    titles = [p["title"] for p in panels]
+    duplicated = {t for t in titles if titles.count(t) > 1}
+    # A stat and a graph of one metric may share a title; every other title is unique.
+    assert all({p["type"] for p in panels if p["title"] == t} >= {"stat"} for t in duplicated)
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        grid = p["gridPos"]
+        assert 0 <= grid["x"] < grid["x"] + grid["w"] <= 24, p["title"]
+        area = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not cells & area, f"panel {p['title']!r} overlaps another"
+        cells |= area
+        assert p["description"], f"panel {p['title']!r} has no description"
+        refs = [t["refId"] for t in p["targets"]]
+        assert refs, f"panel {p['title']!r} has no query"
+        assert len(set(refs)) == len(refs)
+
+
+@pytest.mark.parametrize(("name", "title", "expr"), all_exprs())
+def test_every_query_selects_only_exported_series(name: str, title: str, expr: str) -> None:
+    """Each metric a query names is one a daemon really exports (or Prometheus's ALERTS)."""
+    found = selectors(expr)
+    assert found, f"{name} / {title}: no series selector in {expr!r}"
+    unknown = {s.metric for s in found} - set(EXPORTED) - PROMETHEUS_BUILTINS
+    assert not unknown, f"{name} / {title}: {sorted(unknown)} are not exported by ragcanary"
+
+
+@pytest.mark.parametrize(("name", "title", "expr"), all_exprs())
+def test_every_query_honours_the_suite_and_target_variables(
+    name: str, title: str, expr: str
+) -> None:
+    """A series labelled by suite and target is filtered on ``$suite`` and ``$target``."""
+    for selector in selectors(expr):
+        labels = EXPORTED.get(selector.metric, {"suite", "target"})  # ALERTS carries both
+        for label in {"suite", "target"} & labels:
+            assert f'{label}=~"${label}' in selector.matchers, (
+                f"{name} / {title}: {selector.metric} is not filtered on ${label}"
+            )
+
+
+@pytest.mark.parametrize(("name", "title", "expr"), all_exprs())
+def test_every_range_is_the_rate_interval(name: str, title: str, expr: str) -> None:
+    """Rates use ``$__rate_interval`` so they never fall between two scrapes."""
+    ranges = [t for t in tokens(expr) if t.startswith("[")]
+    assert all(r == "[$__rate_interval]" for r in ranges), f"{name} / {title}: {ranges}"
+
+
+def test_the_selector_parser_sees_metrics_not_functions_or_labels() -> None:
+    """The parser the checks above rely on, on a query with every construct they use."""
+    expr = (
+        'count(group by (suite) (a_total{suite=~"$suite"})) or vector(0) '
+        "- histogram_quantile(0.95, sum by (target, le) (rate(b_bucket[$__rate_interval]))) "
+        "+ time() - c"
+    )
+    assert selectors(expr) == [
+        Selector("a_total", '{suite=~"$suite"}'),
+        Selector("b_bucket", ""),
+        Selector("c", ""),
+    ]
+    assert selectors('{__name__="x"}') == [Selector("", '{__name__="x"}')]
+
+
+def test_each_gauge_has_one_unit_across_dashboards() -> None:
+    """The same quantity reads the same everywhere: a ratio is a percentage on every panel."""
+    units: dict[str, set[str]] = defaultdict(set)
+    for board in BOARDS.values():
+        for p in board["panels"]:
+            if p["type"] in {"table", "heatmap"}:
+                continue  # units per column or on the y axis
+            for target in p["targets"]:
+                for s in selectors(target["expr"]):
+                    if not s.metric.endswith(("_total", "_bucket")) and s.metric in EXPORTED:
+                        units[s.metric].add(p["fieldConfig"]["defaults"]["unit"])
+    assert units, "no gauge found on any panel"
+    mixed = {metric: u for metric, u in units.items() if len(u) > 1}
+    assert not mixed
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_suite_and_target_variables_are_defined_and_used(name: str) -> None:
+    """Each dashboard offers the data source, suite and target pickers, and every one is used."""
+    board = BOARDS[name]
+    found = variables(board)
+    assert list(found) == ["datasource", "suite", "target"]
+    assert found["suite"]["query"]["query"] == "label_values(ragcanary_runs_total, suite)"
+    assert found["target"]["query"]["query"] == (
+        'label_values(ragcanary_runs_total{suite=~"$suite"}, target)'
+    )
+    text = json.dumps(board["panels"])
+    for variable in found:
+        assert f"${variable}" in text or f"${{{variable}}}" in text, f"${variable} is unused"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_query_uses_the_datasource_variable(name: str) -> None:
+    """Panels and queries follow the data source picker, whose default is the provisioned one."""
+    board = BOARDS[name]
+    expected = {"type": "prometheus", "uid": "${datasource}"}
+    for p in board["panels"]:
+        assert p["datasource"] == expected, p["title"]
+        assert all(t["datasource"] == expected for t in p["targets"]), p["title"]
+    for variable in board["templating"]["list"][1:]:
+        assert variable["datasource"] == expected
+    assert variables(board)["datasource"]["query"] == "prometheus"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_firing_ragcanary_alerts_are_annotated(name: str) -> None:
+    """Every dashboard marks when a RagCanary alert fired for the selected pairs."""
+    exprs = [a.get("expr", "") for a in BOARDS[name]["annotations"]["list"] if a["enable"]]
+    assert any(
+        s.metric == "ALERTS" and 'alertname=~"RagCanary.*"' in s.matchers
+        for expr in exprs
+        for s in selectors(expr)
+    )
+
+
+def test_provisioned_datasource_is_the_dashboards_default() -> None:
+    """The provisioned Prometheus has the uid every dashboard's data source variable defaults to."""
+    (datasource,) = provisioning("datasources")["datasources"]
+    assert datasource["type"] == "prometheus"
+    assert datasource["uid"] == build.DATASOURCE_UID
+    for board in BOARDS.values():
+        assert variables(board)["datasource"]["current"]["value"] == datasource["uid"]
+
+
+def test_dashboard_provider_loads_the_dashboards_folder() -> None:
+    """One file provider reads a directory of dashboards into the ragcanary folder."""
+    (provider,) = provisioning("dashboards")["providers"]
+    assert provider["type"] == "file"
+    assert provider["folder"] == "ragcanary"
+    assert Path(provider["options"]["path"]).is_absolute()
+
+
+def test_local_stack_mounts_the_provisioning_where_grafana_reads_it() -> None:
+    """deploy/docker-compose.yml puts provisioning and dashboards where the provider looks."""
+    mounts = compose_mounts("grafana")
+    (provider,) = provisioning("dashboards")["providers"]
+    assert mounts[GRAFANA / "provisioning"] == "/etc/grafana/provisioning"
+    assert mounts[GRAFANA / "dashboards"] == provider["options"]["path"]
+
+
+def test_provisioned_datasource_is_the_local_stacks_prometheus() -> None:
+    """The data source reaches the compose service `prometheus`, at its scrape interval."""
+    (datasource,) = provisioning("datasources")["datasources"]
+    assert "prometheus" in load_yaml(DEPLOY / "docker-compose.yml")["services"]
+    assert datasource["url"] == "http://prometheus:9090"
+    scrape = load_yaml(DEPLOY / "prometheus" / "prometheus.yml")["global"]["scrape_interval"]
+    # $__rate_interval is derived from timeInterval: it must be the real scrape interval.
+    assert datasource["jsonData"]["timeInterval"] == scrape
+
+
+def test_every_query_parses_with_promtool(promtool: str, tmp_path: Path) -> None:
+    """promtool accepts every query, as Grafana sends it, as the expression of a recording rule."""
+    exprs = all_exprs()
+    rules = [
+        {"record": f"dashboard:query_{i}", "expr": build.instantiate(expr)}
+        for i, (_, _, expr) in enumerate(exprs)
+    ]
+    path = tmp_path / "dashboard_queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in checked.stdout

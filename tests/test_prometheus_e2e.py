@@ -1,0 +1,254 @@
+"""Alert rules and dashboards against a real Prometheus scraping a real daemon (issue 4, item 7).
+
+One stack serves the whole module: the demo retriever, `ragcanary serve` on the demo suite
+every second, and Prometheus scraping it every second with deploy/prometheus/alerts.yml, where
+only `for:` is shortened to 1s so the real expressions are what fires. Each scenario starts
+from a calm stack (retriever normal, nothing active), breaks the retriever through its
+/mode endpoint and watches /api/v1/alerts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from daemon_harness import DaemonProcess, free_port, running
+from prometheus_server import PrometheusServer, prometheus_binary
+
+from ragcanary.commands import write_demo_config
+from ragcanary.demo.retriever import BackgroundServer
+
+ROOT = Path(__file__).resolve().parents[1]
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+DASHBOARDS = ROOT / "grafana" / "dashboards"
+SUITE, TARGET = "demo", "demo-bm25"  # the names write_demo_config gives
+QUALITY = {
+    "RagCanaryHitRateDrop",
+    "RagCanaryScoreDrift",
+    "RagCanaryRankChurn",
+    "RagCanaryNegativeLeak",
+}
+DEADLINE_S = 60.0  # for a few runs of a 1s schedule to reach an alert, on a loaded machine
+# Grafana's built-in variables, as it would fill them for this short-lived stack.
+GRAFANA_BUILTINS = {"__rate_interval": "1m", "__interval": "2s", "__interval_ms": "2000"}
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Stack:
+    retriever: BackgroundServer
+    daemon: DaemonProcess
+    prometheus: PrometheusServer
+    started: float  # Unix time the stack came up, the start of the dashboards' time range
+
+    def set_mode(self, mode: str) -> None:
+        response = httpx.post(f"{self.retriever.url}/mode", json={"mode": mode}, timeout=10)
+        assert response.status_code == 200, response.text
+
+    def wait_for(self, check: Callable[[], object], what: str) -> None:
+        """Poll ``check`` until it is truthy; a timeout shows the daemon's and Prometheus's logs."""
+        try:
+            self.prometheus.wait_for(check, DEADLINE_S, what)
+        except AssertionError as exc:
+            tail = "\n".join(self.daemon.log.splitlines()[-20:])
+            raise AssertionError(f"{exc}\n--- daemon log (tail) ---\n{tail}") from None
+
+    def wait_state(self, alert: str, state: str, seen: set[str]) -> None:
+        """Wait until ``alert`` is in ``state``, adding every alert active meanwhile to ``seen``."""
+
+        def reached() -> bool:
+            active = self.prometheus.active()
+            seen.update(active)
+            return active.get(alert) == state
+
+        self.wait_for(reached, f"{alert} to be {state}")
+
+    def calm(self) -> None:
+        """Put the retriever back to normal; wait for an answered run equal to the baseline
+        in Prometheus, and for no alert to be active."""
+        self.set_mode("normal")
+        healthy = (
+            f'ragcanary_rank_overlap{{suite="{SUITE}"}} == 1'
+            f" and ragcanary_regression == 0 and ragcanary:last_run_answered == 1"
+        )
+        self.wait_for(
+            lambda: self.prometheus.query(healthy) and not self.prometheus.active(),
+            "a healthy run compared with the baseline and no active alert",
+        )
+
+
+def shortened_rules(source: Path, destination: Path) -> Path:
+    """A copy of the rules file with every ``for:`` cut to 1s; expressions stay as they are."""
+    document = yaml.safe_load(source.read_text(encoding="utf-8"))
+    for group in document["groups"]:
+        for rule in group["rules"]:
+            if "for" in rule:
+                rule["for"] = "1s"
+    destination.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return destination
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    prometheus_binary("prometheus")  # skip (or fail under CI) before starting anything
+    directory = tmp_path_factory.mktemp("e2e")
+    rules = shortened_rules(ALERTS, directory / "alerts.yml")
+    with BackgroundServer(port=0) as retriever:
+        port = free_port()
+        config = write_demo_config(directory / "demo", retriever.port, f"127.0.0.1:{port}", "1s")
+        daemon = DaemonProcess(config, port, env={"RAGCANARY_LOG_FORMAT": "json"})
+        with running(daemon):
+            server = PrometheusServer(directory / "prometheus", [f"127.0.0.1:{port}"], [rules])
+            with server as prometheus:
+                stack = Stack(retriever, daemon, prometheus, time.time())
+                stack.wait_for(prometheus.targets_up, "the daemon to be scraped")
+                unhealthy = [r for r in prometheus.rules() if r["health"] == "err"]
+                assert not unhealthy, f"rules failing to evaluate: {unhealthy}"
+                stack.calm()
+                yield stack
+
+
+def test_no_alert_while_the_retriever_is_unchanged(stack: Stack) -> None:
+    stack.calm()
+    seen: set[str] = set()
+    stack.prometheus.watch(8.0, seen)  # several runs, each compared with the baseline
+    assert seen == set(), f"alerts active against an unchanged retriever: {seen}"
+    evaluated = {r["name"]: r for r in stack.prometheus.rules()}
+    assert evaluated["ragcanary:last_run_answered"]["health"] == "ok"
+
+
+def test_an_outage_fires_target_unavailable_and_no_quality_alert(stack: Stack) -> None:
+    stack.calm()
+    seen: set[str] = set()
+    stack.set_mode("down")
+    stack.wait_state("RagCanaryTargetUnavailable", "firing", seen)
+    stack.prometheus.watch(3.0, seen)
+    assert not seen & QUALITY, f"quality alerts during an outage: {seen & QUALITY}"
+    alert = next(
+        a
+        for a in stack.prometheus.alerts()
+        if a["labels"]["alertname"] == "RagCanaryTargetUnavailable"
+    )
+    assert alert["labels"]["suite"] == SUITE
+    assert alert["labels"]["target"] == TARGET
+    assert f"suite {SUITE}" in alert["annotations"]["description"]
+    assert float(alert["value"]) < 0.9  # the coverage of the last run, under min_coverage
+
+
+def test_a_score_shift_fires_score_drift_and_not_hit_rate_drop(stack: Stack) -> None:
+    stack.calm()
+    seen: set[str] = set()
+    stack.set_mode("shift-scores")
+    stack.wait_state("RagCanaryScoreDrift", "firing", seen)
+    stack.prometheus.watch(3.0, seen)
+    # Every hit kept its rank, only its score moved: no hit-rate or ranking alert.
+    assert not seen & {"RagCanaryHitRateDrop", "RagCanaryRankChurn", "RagCanaryTargetUnavailable"}
+
+
+def test_lost_documents_fire_hit_rate_drop_which_an_outage_then_silences(stack: Stack) -> None:
+    stack.calm()
+    seen: set[str] = set()
+    stack.set_mode("drop-docs")
+    stack.wait_state("RagCanaryHitRateDrop", "firing", seen)
+    assert "RagCanaryTargetUnavailable" not in seen
+    # The quality gauges keep the degraded run's values through the outage that follows;
+    # the rules must not read them as a still-ongoing hit-rate drop.
+    outage: set[str] = set()
+    stack.set_mode("down")
+    stack.wait_state("RagCanaryTargetUnavailable", "firing", outage)
+    during: set[str] = set(stack.prometheus.active())
+    stack.prometheus.watch(3.0, during)
+    assert not during & QUALITY, f"quality alerts during the outage: {during & QUALITY}"
+    held = stack.prometheus.query(f'ragcanary_regression{{suite="{SUITE}"}} == 1')
+    assert held, "the regression gauge should still hold the last answered run's verdict"
+
+
+def test_every_dashboard_panel_query_returns_data(stack: Stack) -> None:
+    dashboards = sorted(DASHBOARDS.glob("*.json"))
+    if not dashboards:
+        pytest.fail(f"no dashboards in {DASHBOARDS}")
+    stack.calm()
+    end = time.time()
+    builtins = {**GRAFANA_BUILTINS, "__range": f"{math.ceil(end - stack.started)}s"}
+    queried, empty = 0, []
+    for path in dashboards:
+        dashboard = json.loads(path.read_text(encoding="utf-8"))
+        variables = {**builtins, **resolve_variables(stack.prometheus, dashboard)}
+        for title, target in panel_targets(dashboard):
+            expr = substitute(target["expr"], variables)
+            if target.get("instant"):
+                result = stack.prometheus.query(expr)
+                values = [sample["value"][1] for sample in result]
+            else:
+                result = stack.prometheus.query_range(expr, stack.started, end, step=2)
+                values = [v for series in result for _, v in series["values"]]
+            queried += 1
+            if not any(v.lower() != "nan" for v in values):
+                empty.append(f"{path.name}: {title}: {expr}")
+    assert queried > 0, "the dashboards have no panel queries"
+    assert not empty, f"{len(empty)} of {queried} panel queries return no data:\n" + "\n".join(
+        empty
+    )
+
+
+def panel_targets(dashboard: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(panel title, target) for every Prometheus query of every panel, rows included."""
+    stack = list(dashboard.get("panels", []))
+    while stack:
+        panel = stack.pop(0)
+        stack.extend(panel.get("panels", []))
+        for target in panel.get("targets", []):
+            if target.get("expr"):
+                yield str(panel.get("title", "")), target
+
+
+LABEL_VALUES = re.compile(r"^\s*label_values\((?:(?P<selector>.*),)?\s*(?P<label>\w+)\s*\)\s*$")
+VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)")
+
+
+def resolve_variables(prometheus: PrometheusServer, dashboard: dict[str, Any]) -> dict[str, str]:
+    """A value for each template variable, as Grafana would offer it on this stack.
+
+    ``label_values(...)`` queries are answered by Prometheus (the first value, after the
+    variables before it are filled in); other variables take their current value.
+    """
+    values: dict[str, str] = {}
+    for variable in dashboard.get("templating", {}).get("list", []):
+        name, kind = variable["name"], variable.get("type")
+        if kind == "datasource":
+            continue
+        if kind == "query":
+            query = variable.get("query")
+            query = query.get("query", "") if isinstance(query, dict) else str(query or "")
+            match = LABEL_VALUES.match(substitute(query, values))
+            assert match, f"{dashboard.get('title')}: variable {name}: cannot run {query!r}"
+            params = {"match[]": match["selector"]} if match["selector"] else {}
+            found = sorted(prometheus.api(f"label/{match['label']}/values", **params))
+            assert found, f"{dashboard.get('title')}: variable {name} has no values ({query})"
+            values[name] = found[0]
+        else:
+            current = variable.get("current", {}).get("value")
+            options = [o.get("value") for o in variable.get("options", [])]
+            value = current if current not in (None, "", "$__all") else (options or [""])[0]
+            values[name] = str(value[0] if isinstance(value, list) else value)
+    return values
+
+
+def substitute(expr: str, variables: dict[str, str]) -> str:
+    """``expr`` with ``$name``, ``${name}``, ``${name:format}`` and ``[[name]]`` filled in."""
+
+    def fill(match: re.Match[str]) -> str:
+        name = next(group for group in match.groups() if group)
+        return variables.get(name, match.group(0))
+
+    return VARIABLE.sub(fill, expr)

@@ -1,0 +1,117 @@
+"""The alert runbooks: one per alert, linked from the rules, quoting commands that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer.main
+import yaml
+
+from ragcanary.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNBOOKS = ROOT / "docs" / "runbooks"
+ALERT_RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
+CONTRACT_ALERTS = {
+    "RagCanaryHitRateDrop",
+    "RagCanaryScoreDrift",
+    "RagCanaryRankChurn",
+    "RagCanaryNegativeLeak",
+    "RagCanaryTargetUnavailable",
+    "RagCanaryStale",
+    "RagCanarySlowQueries",
+    "RagCanaryConfigReloadFailed",
+}
+PAGES = sorted(p for p in RUNBOOKS.glob("*.md") if p.name != "README.md")
+
+
+def alert_rules() -> list[dict[str, object]]:
+    groups = yaml.safe_load(ALERT_RULES.read_text(encoding="utf-8"))["groups"]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def ragcanary_commands(text: str) -> list[list[str]]:
+    """The argument lists of the `ragcanary ...` commands in a Markdown text's code."""
+    fenced = re.findall(r"^```\w*\n(.*?)^```", text, re.M | re.S)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+    commands = []
+    for code in [*fenced, *inline]:
+        code = code.replace("\\\n", " ")  # shell line continuations
+        # `exec ragcanary ragcanary diff`: the first one names the container, not the CLI.
+        command = r"(?:^|[\s($])ragcanary (?!\s*ragcanary )([^#|)\n]*)"
+        for match in re.finditer(command, code, re.M):
+            commands.append(shlex.split(match.group(1).replace("$", "")))
+    return commands
+
+
+def test_there_is_a_runbook_for_each_alert_of_the_contract_and_no_other() -> None:
+    """docs/runbooks/<AlertName>.md exists for exactly the eight alerts of DESIGN.md."""
+    assert {p.stem for p in PAGES} == CONTRACT_ALERTS
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_runbook_is_titled_with_its_alert_and_has_every_section(page: Path) -> None:
+    """What it means, likely causes, first commands, how to resolve."""
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith(f"# {page.stem}\n")
+    for section in ("What it means", "Likely causes", "First commands", "Resolve"):
+        assert f"\n## {section}" in text, f"{page.name} has no {section!r} section"
+
+
+def test_every_alert_rule_links_its_runbook() -> None:
+    """Each rule's runbook_url ends with the path of its alert's runbook, which exists."""
+    rules = alert_rules()
+    assert {rule["alert"] for rule in rules} == CONTRACT_ALERTS
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]  # type: ignore[index]
+        path = f"docs/runbooks/{rule['alert']}.md"
+        assert str(url).endswith("/" + path), url
+        assert (ROOT / path).is_file()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_runbook_names_dashboards_that_exist(page: Path) -> None:
+    """The dashboards a runbook sends on-call to are titles of grafana/dashboards/."""
+    titles = {
+        json.loads(p.read_text(encoding="utf-8"))["title"].removeprefix("ragcanary / ")
+        for p in (ROOT / "grafana" / "dashboards").glob("*.json")
+    }
+    header = re.search(r"\*\*Dashboards?\*\* (.*?)\n\n", page.read_text(encoding="utf-8"), re.S)
+    assert header, f"{page.name} names no dashboard"
+    named = {t for t in titles if t.lower() in " ".join(header.group(1).split()).lower()}
+    assert named, f"{page.name}: {header.group(1)!r} names none of {sorted(titles)}"
+
+
+def test_quoted_ragcanary_commands_and_flags_exist() -> None:
+    """Every `ragcanary ...` command the runbooks quote is a real subcommand with real options."""
+    quoted = {
+        page.name: ragcanary_commands(page.read_text(encoding="utf-8"))
+        for page in RUNBOOKS.glob("*.md")
+    }
+    assert sum(map(len, quoted.values())) >= 20, quoted
+    root = typer.main.get_command(app)
+    for name, commands in quoted.items():
+        for args in commands:
+            command = root
+            words = list(args)
+            while hasattr(command, "commands"):  # a group: the next word names a subcommand
+                assert words, f"{name}: `ragcanary {' '.join(args)}` names no subcommand"
+                word = words.pop(0)
+                found = command.commands.get(word)
+                assert found is not None, f"{name}: no command `ragcanary ... {word}`"
+                command = found
+            options = {opt for param in command.params for opt in param.opts}
+            flags = {w for w in words if w.startswith("-")}
+            assert flags <= options, f"{name}: `ragcanary {' '.join(args)}`: {flags - options}"
+
+
+@pytest.mark.parametrize("page", sorted(RUNBOOKS.glob("*.md")), ids=lambda p: p.stem)
+def test_relative_links_resolve(page: Path) -> None:
+    """Links between runbooks (and to anchors of the index) point at files that exist."""
+    text = page.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[\w-]+)?\)", text):
+        assert (page.parent / target).is_file(), f"{page.name} links to missing {target}"
