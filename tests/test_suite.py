@@ -159,7 +159,7 @@ def test_every_problem_in_the_file_is_reported_in_line_order(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("text", "path", "message"),
     [
-        ("", "cases", "the suite has no cases"),
+        ("", "", "the suite has no cases"),  # no cases: line to point at
         ("cases: []\n", "cases", "the suite has no cases"),
         ("cases:\n", "cases", "the suite has no cases"),
         ("cases: {a: 1}\n", "cases", "expected a list of cases, got a mapping"),

@@ -207,7 +207,9 @@ def _read_cases(doc: Document, problems: list[Problem]) -> list[Case]:
         return []
     if not raw and not problems:  # after lines that failed to parse, "no cases" is just noise
         fix = "add at least one case with an id and a query"
-        problems.append(doc.problem(("cases",), "the suite has no cases", fix))
+        # A blank or comment-only file, or a .jsonl file, has no cases: line to point at.
+        at = ("cases",) if ("cases",) in doc.lines else ()
+        problems.append(doc.problem(at, "the suite has no cases", fix))
     cases: list[Case] = []
     first_line: dict[str, int | None] = {}
     for index, item in enumerate(raw):

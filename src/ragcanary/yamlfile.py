@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,8 @@ def load_json(text: str, file: str) -> tuple[Any, LineMap]:
 def read_text(path: Path, file: str, missing_fix: str) -> str:
     """The text of ``path``; a missing, unreadable or non-UTF-8 file is a ``ConfigError``."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        # Not encoding="utf-8-sig": it decodes a lone b"\xef" (a cut-off BOM) as "".
+        return path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except FileNotFoundError as exc:
         raise ConfigError([Problem(file, "", "file not found", missing_fix)]) from exc
     except IsADirectoryError as exc:
