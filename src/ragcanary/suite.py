@@ -208,8 +208,8 @@ def _read_cases(doc: Document, problems: list[Problem]) -> list[Case]:
     if not raw and not problems:  # after lines that failed to parse, "no cases" is just noise
         fix = "add at least one case with an id and a query"
         # A blank or comment-only file, or a .jsonl file, has no cases: line to point at.
-        at = ("cases",) if ("cases",) in doc.lines else ()
-        problems.append(doc.problem(at, "the suite has no cases", fix))
+        where: NodePath = ("cases",) if ("cases",) in doc.lines else ()
+        problems.append(doc.problem(where, "the suite has no cases", fix))
     cases: list[Case] = []
     first_line: dict[str, int | None] = {}
     for index, item in enumerate(raw):
