@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Header, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 
 from ragcanary import __version__
@@ -63,7 +63,8 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
-        return Response(generate_latest(daemon.exporter.registry), media_type=CONTENT_TYPE_LATEST)
+        # Not generate_latest(registry): that renders all pairs' series again on every scrape.
+        return Response(daemon.exporter.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
