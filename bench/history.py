@@ -1,0 +1,530 @@
+"""Benchmark: one canary's 30-day history in SQLite and PostgreSQL stores filled like a daemon's.
+
+The issue's scale is 1,000 canaries every 5 minutes for 30 days: 8,640 runs and 8.64M result
+rows. One canary's history has 8,640 points at any number of canaries; more canaries make the
+tables around it bigger, which is what a history read must not feel. The store is filled with
+bulk inserts (executemany on SQLite, COPY on PostgreSQL) of rows shaped exactly as
+``Store.save_run`` writes them, run after run as a daemon would, then timed:
+
+    .venv/bin/python bench/run.py history            # what docs/performance.md reports
+    .venv/bin/python bench/history.py [--canaries 1000] [--backend sqlite]   # one-off scales
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy
+from psycopg.types.string import TextLoader
+from render import section, table, verdict
+from sqlalchemy.pool import NullPool
+
+from ragcanary.metrics import aggregate, case_metrics
+from ragcanary.oncall import case_history
+from ragcanary.schema import case_row, decode_ids, point_row, points, results, run_row, runs
+from ragcanary.storage import Store, history_query, make_engine
+from ragcanary.suite import Case
+
+TITLE = "Storage: one canary's history"
+GOAL_MS = 50.0
+DAYS = 30
+EVERY_S = 300
+KS = (1, 3, 5, 10)
+DEPTH = 10
+VARIANTS = 16  # different answers each canary gives, drawn at random run after run
+POOL = 40  # candidate documents per canary, 3 of them relevant
+FILL_CACHE_KB = 1_000_000  # SQLite page cache while filling
+REPEAT = 7  # timed calls of each operation, after one untimed warm-up call
+POSTGRES_URL = os.environ.get(
+    "RAGCANARY_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+FULL_CANARIES = 1000
+BACKENDS = ("sqlite", "postgresql")
+QUICK_CANARIES = 50
+_JSON = json.JSONEncoder(separators=(",", ":")).encode  # make_engine's serialiser
+
+
+@dataclass(frozen=True)
+class Canary:
+    """One canary of the filled suite: its judgements and the answers it may get."""
+
+    case: Case
+    entries: list[dict[str, Any]]  # VARIANTS case entries of a report, as to_report writes them
+    result_tails: list[tuple[Any, ...]]  # each entry's results columns after run_id, position
+    point_tails: list[tuple[Any, ...]]  # each entry's points columns after run_outcome
+
+
+def canaries(count: int, seed: int = 0) -> list[Canary]:
+    """``count`` labelled canaries, each with VARIANTS realistic answers (one times out)."""
+    rng = random.Random(seed)
+    made = []
+    for c in range(count):
+        docs = [f"doc-{c:04d}-{d:02d}" for d in range(POOL)]
+        case = Case(
+            f"canary-{c:04d}",
+            f"how do I configure feature number {c} of the product?",
+            {doc: rng.choice((1, 2)) for doc in rng.sample(docs, 3)},
+        )
+        entries = [_entry(case, docs, rng, timeout=v == 0) for v in range(VARIANTS)]
+        made.append(
+            Canary(
+                case,
+                entries,
+                [_result_tail(entry) for entry in entries],
+                [_point_tail(entry) for entry in entries],
+            )
+        )
+    return made
+
+
+def _entry(case: Case, docs: list[str], rng: random.Random, timeout: bool) -> dict[str, Any]:
+    assert case.relevant is not None
+    ids = [] if timeout else rng.sample(docs, DEPTH)
+    scores = sorted((rng.random() for _ in ids), reverse=True)
+    metrics = case_metrics(ids, case.relevant, KS, DEPTH) if ids else {}
+    left = rng.sample([d for d in docs if d not in ids], 2)
+    return {
+        "id": case.id,
+        "query": case.query,
+        "kind": case.kind,
+        "outcome": "timeout" if timeout else "ok",
+        "ids": ids,
+        "scores": scores,
+        "latency_s": round(rng.uniform(0.01, 0.2), 4),
+        "error": "no answer within 5s" if timeout else None,
+        "metrics": metrics,
+        "vs_baseline": {
+            "rbo": rng.random(),
+            "jaccard": rng.random(),
+            "entered": ids[-2:],
+            "left": left,
+            "top_score_delta": rng.uniform(-0.05, 0.05),
+        },
+    }
+
+
+def _result_tail(entry: dict[str, Any]) -> tuple[Any, ...]:
+    row = case_row("", 0, entry)
+    return tuple(_driver_value(row[c.name]) for c in results.columns[2:])
+
+
+def _point_tail(entry: dict[str, Any]) -> tuple[Any, ...]:
+    run = {"suite": "", "started_at": None, "run_id": "", "target": "", "outcome": ""}
+    row = point_row(run, 0, entry)
+    return tuple(_driver_value(row[c.name]) for c in points.columns[7:])
+
+
+def _driver_value(value: Any) -> Any:
+    """A value as the driver receives it from SQLAlchemy: JSON columns as compact JSON text."""
+    return value if value is None or isinstance(value, str | float | int) else _JSON(value)
+
+
+def report(
+    run_id: str, started_at: datetime, suite: list[Canary], picks: list[int]
+) -> dict[str, Any]:
+    """The report of one run in which canary i answered with its variant ``picks[i]``."""
+    cases = [canary.entries[pick] for canary, pick in zip(suite, picks, strict=True)]
+    return {
+        "suite": "core",
+        "target": "search",
+        "run_id": run_id,
+        "started_at": started_at.isoformat(),
+        "duration_s": 3.2,
+        "outcome": "ok",
+        "coverage": sum(c["outcome"] == "ok" for c in cases) / len(cases),
+        "metrics": aggregate([(c["metrics"], 1.0) for c in cases if c["metrics"]]),
+        "cases": cases,
+    }
+
+
+# Filling ---------------------------------------------------------------------------------------
+
+
+def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
+    """Store 30 days of runs of ``suite``, one every EVERY_S up to ``now``; seconds it took.
+
+    Runs go in in time order, many per transaction, through the driver's bulk paths, as the
+    rows save_run's row functions make; only the run-level metrics repeat from run to run.
+    The last run is saved through save_run itself and read back, which checks that the bulk
+    rows read back as save_run's do.
+    """
+    rng = random.Random(seed)
+    steps = DAYS * 86_400 // EVERY_S
+    template = report("template", now, suite, [rng.randrange(VARIANTS) for _ in suite])
+    start = time.perf_counter()
+    engine = make_engine(url, poolclass=NullPool)
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            # The indexes grow at random places; a big cache keeps their pages in memory.
+            conn.exec_driver_sql(f"PRAGMA cache_size = -{FILL_CACHE_KB}")
+            conn.commit()
+        batch: list[tuple[dict[str, Any], list[int]]] = []
+        for step in range(steps - 1):
+            started_at = now - timedelta(seconds=EVERY_S * (steps - 1 - step))
+            run = {**template, "run_id": f"run-{step:06d}", "started_at": started_at.isoformat()}
+            picks = [rng.randrange(VARIANTS) for _ in suite]
+            batch.append((run_row({**run, "cases": []}), picks))
+            if len(batch) * len(suite) >= 50_000 or step == steps - 2:
+                _insert(conn, suite, batch)
+                batch = []
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("ANALYZE")  # what autovacuum does soon after a daemon's inserts
+            conn.commit()
+    engine.dispose()
+    last = report("run-last", now, suite, [rng.randrange(VARIANTS) for _ in suite])
+    with Store.from_url(url) as store:
+        store.save_run(last)
+        if store.get_report("run-last") != last:
+            raise RuntimeError("the benchmark's report does not read back equal")
+        for position in range(0, len(suite), max(1, len(suite) // 10)):
+            wanted = point_row(run_row(last), position, last["cases"][position])
+            wanted["ids"] = decode_ids(wanted["ids"])
+            got = store.case_history("core", suite[position].case.id, since=now)
+            if [{key: wanted[key] for key in got[0]}] != got:
+                raise RuntimeError(f"case_history of {suite[position].case.id}: {got}")
+            bulk = store.case_history("core", suite[position].case.id)[-2]
+            if set(bulk) != set(got[0]) or not isinstance(bulk["ids"], list):
+                raise RuntimeError(f"a bulk-inserted point reads back as {bulk}")
+    return time.perf_counter() - start
+
+
+def _insert(conn: sqlalchemy.Connection, suite: list[Canary], batch: list[Any]) -> None:
+    """One transaction: the runs of ``batch``, then their results and points in bulk."""
+    dialect = conn.dialect.name
+    result_rows, point_rows = [], []
+    for run, picks in batch:
+        run_id, started_at = run["run_id"], _stamp(dialect, run["started_at"])
+        for position, (canary, pick) in enumerate(zip(suite, picks, strict=True)):
+            result_rows.append((run_id, position, *canary.result_tails[pick]))
+            head = ("core", canary.case.id, started_at, run_id, position, "search", "ok")
+            point_rows.append(head + canary.point_tails[pick])
+    conn.execute(runs.insert(), [run for run, _ in batch])
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    for into, rows in ((results, result_rows), (points, point_rows)):
+        columns = ", ".join(c.name for c in into.columns)
+        if dialect == "sqlite":
+            marks = ", ".join("?" * len(into.columns))
+            raw.executemany(f"INSERT INTO {into.name} ({columns}) VALUES ({marks})", rows)
+            continue
+        copy_sql = f"COPY {into.name} ({columns}) FROM STDIN"
+        with raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for row in rows:
+                copy.write_row(row)
+    conn.commit()
+
+
+def _stamp(dialect: str, moment: datetime) -> Any:
+    """``moment`` as UTCDateTime hands it to the driver: SQLite gets SQLAlchemy's text form."""
+    if dialect == "sqlite":
+        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return moment.astimezone(UTC)
+
+
+@contextlib.contextmanager
+def database(backend: str) -> Iterator[str]:
+    """The URL of an empty database on ``backend``, deleted afterwards.
+
+    SQLite: a file in a temporary directory. PostgreSQL: a schema of its own in the local
+    server's database (RAGCANARY_BENCH_POSTGRES), dropped with everything in it.
+    """
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="ragcanary-bench-") as directory:
+            yield f"sqlite:///{Path(directory) / 'history.db'}"
+        return
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(POSTGRES_URL, poolclass=NullPool)
+    with admin.begin() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE SCHEMA "{schema}"'))
+    url = sqlalchemy.make_url(POSTGRES_URL).update_query_dict(
+        {"options": f"-csearch_path={schema}"}
+    )
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sqlalchemy.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def database_bytes(url: str) -> int:
+    """What the store takes on disk: the SQLite file and its WAL, or the schema's relations."""
+    engine = make_engine(url, poolclass=NullPool)
+    try:
+        if engine.dialect.name == "sqlite":
+            path = Path(engine.url.database or "")
+            return sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
+        with engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sqlalchemy.text(
+                        "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+                    )
+                ).scalar_one()
+            )
+    finally:
+        engine.dispose()
+
+
+# Timing ----------------------------------------------------------------------------------------
+
+
+def timed(call: Callable[[], Any]) -> dict[str, Any]:
+    """Median, fastest and slowest of REPEAT calls after one warm-up, and the rows returned."""
+    result = call()
+    times, cpu = [], []
+    for _ in range(REPEAT):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    rows = len(result) if isinstance(result, list) else None
+    return {
+        "ms": statistics.median(times),
+        "cpu_ms": statistics.median(cpu),  # this process only: not PostgreSQL's server
+        "min_ms": min(times),
+        "max_ms": max(times),
+        "rows": rows,
+    }
+
+
+def bare_select(raw: Any, engine: sqlalchemy.Engine, query: sqlalchemy.Select[Any]) -> Callable:
+    """The SQL of ``query`` on the driver connection ``raw``: rows as the driver gives them.
+
+    No SQLAlchemy result processing, and no JSON decoding (PostgreSQL's json comes back as
+    text, as SQLite's does): what the database and driver alone cost for the same rows.
+    """
+    compiled = query.compile(dialect=engine.dialect)
+    params = {
+        name: _stamp(engine.dialect.name, value) if isinstance(value, datetime) else value
+        for name, value in compiled.params.items()
+    }
+    args = tuple(params[n] for n in compiled.positiontup or ()) if compiled.positional else params
+    if engine.dialect.name == "postgresql":
+        raw.driver_connection.adapters.register_loader("json", TextLoader)
+
+    def select() -> list[Any]:
+        cursor = raw.cursor()
+        cursor.execute(str(compiled), args)
+        rows: list[Any] = cursor.fetchall()
+        cursor.close()
+        raw.rollback()
+        return rows
+
+    return select
+
+
+def measure(backend: str, count: int) -> dict[str, Any]:
+    """Fill a store on ``backend`` with ``count`` canaries and time the reads around history."""
+    suite = canaries(count)
+    # The benchmark's own data is no daemon's: out of the collector's sight, the collections
+    # that 8,640 rows trigger cost what they would in a daemon, not a scan of this data.
+    gc.freeze()
+    now = datetime.now(UTC).replace(microsecond=0)
+    with database(backend) as url:
+        with Store.from_url(url) as store:
+            store.migrate()
+        print(f"  {backend}: filling {count} canaries x {DAYS} days", flush=True)
+        fill_s = fill(url, suite, now)
+        size = database_bytes(url)
+        runs_stored = DAYS * 86_400 // EVERY_S
+        print(f"  {backend}: filled in {fill_s:.0f} s, {size / 1e6:,.0f} MB", flush=True)
+        canary = suite[count // 2].case
+        month, week, day = (now - timedelta(days=d) for d in (DAYS, 7, 1))
+        # Pooled, as the daemon's store is: a connection (and SQLite's page cache in it) is
+        # reused from call to call rather than opened for each.
+        engine = make_engine(url)
+        fresh = iter(range(10**6))
+        rng = random.Random(2)
+        raw = engine.raw_connection()
+        with Store(engine) as store, contextlib.closing(raw):
+            bare = bare_select(raw, engine, history_query("core", canary.id, None, month))
+            ops = {
+                "history": timed(lambda: store.case_history("core", canary.id, since=month)),
+                "bare_sql": timed(bare),
+                "history_week": timed(
+                    lambda: store.case_history("core", canary.id, "search", since=week)
+                ),
+                "history_day": timed(lambda: store.case_history("core", canary.id, since=day)),
+                "oncall": timed(
+                    lambda: case_history(store, "core", canary, None, timedelta(days=DAYS), now)
+                ),
+                "save_run": timed(
+                    lambda: store.save_run(
+                        report(
+                            f"new-{next(fresh)}",
+                            now + timedelta(seconds=1),
+                            suite,
+                            [rng.randrange(VARIANTS) for _ in suite],
+                        )
+                    )
+                ),
+                "get_report": timed(lambda: store.get_report("run-000100")),
+            }
+    gc.unfreeze()
+    for name, op in ops.items():
+        print(f"  {backend}: {name:<14} {op['ms']:8.1f} ms  {op['rows'] or ''}", flush=True)
+    return {"fill_s": fill_s, "bytes": size, "bytes_per_run": size / runs_stored, "ops": ops}
+
+
+def postgres_unreachable() -> str | None:
+    """Why the benchmark's PostgreSQL cannot be used, or None when it can."""
+    engine = sqlalchemy.create_engine(
+        POSTGRES_URL, poolclass=NullPool, connect_args={"connect_timeout": 3}
+    )
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT 1"))
+    except sqlalchemy.exc.SQLAlchemyError as error:
+        first = str(getattr(error, "orig", error)).strip().splitlines()[0]
+        return f"PostgreSQL is not reachable at {POSTGRES_URL} ({first})"
+    finally:
+        engine.dispose()
+    return None
+
+
+def run(
+    quick: bool, canaries_count: int | None = None, backends: tuple[str, ...] = BACKENDS
+) -> dict[str, Any]:
+    """Fill and time each backend at the full (or quick) scale; JSON-serialisable figures."""
+    count = canaries_count or (QUICK_CANARIES if quick else FULL_CANARIES)
+    measured: dict[str, Any] = {}
+    for backend in backends:
+        reason = postgres_unreachable() if backend == "postgresql" else None
+        if reason and os.environ.get("RAGCANARY_REQUIRE_POSTGRES") == "1":
+            raise RuntimeError(f"{reason} (RAGCANARY_REQUIRE_POSTGRES=1 forbids skipping)")
+        measured[backend] = {"skipped": reason} if reason else measure(backend, count)
+    steps = DAYS * 86_400 // EVERY_S
+    return {
+        "canaries": count,
+        "runs": steps,
+        "result_rows": steps * count,
+        "quick": quick,
+        "goal_ms": GOAL_MS,
+        "backends": measured,
+    }
+
+
+# Rendering -------------------------------------------------------------------------------------
+
+_OPERATIONS = {
+    "history": "`Store.case_history`, 30 days",
+    "bare_sql": "its SQL alone on the driver (reference)",
+    "history_week": "`Store.case_history`, one target, 7 days",
+    "history_day": "`Store.case_history`, 1 day",
+    "oncall": "`ragcanary history` rows (`oncall.case_history`), 30 days",
+    "save_run": "`Store.save_run`, one run",
+    "get_report": "`Store.get_report`, one run",
+}
+_NAMES = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+
+
+def render(result: dict[str, Any]) -> str:
+    """The section body: what was measured, the one command, the figures, what they mean."""
+    count, steps = result["canaries"], result["runs"]
+    measured = {b: m for b, m in result["backends"].items() if "skipped" not in m}
+    stores = list(measured.values())
+    rows = []
+    for op, label in _OPERATIONS.items():
+        found = [m["ops"][op] for m in stores]
+        cells = [f"{f['ms']:,.1f} ({f['min_ms']:,.1f} to {f['max_ms']:,.1f})" for f in found]
+        returned = found[0]["rows"] if found else None
+        rows.append([label, *cells, "" if returned is None else f"{returned:,}"])
+    history = [m["ops"]["history"]["ms"] for m in stores]
+    ratios = [h / m["ops"]["bare_sql"]["ms"] for h, m in zip(history, stores, strict=True)]
+    rows += [
+        ["history / its SQL alone", *(f"{r:.2f}" for r in ratios), ""],
+        [f"history, goal ≤ {GOAL_MS:g} ms", *(verdict(h, GOAL_MS) for h in history), ""],
+        ["filled in", *(f"{m['fill_s']:,.0f} s" for m in stores), ""],
+        [
+            "database size (per run)",
+            *(f"{m['bytes'] / 1e9:,.2f} GB ({m['bytes_per_run'] / 1e3:,.0f} kB)" for m in stores),
+            "",
+        ],
+    ]
+    figures = table(
+        ["operation"] + [f"{_NAMES[b]} ms: median (range)" for b in measured] + ["rows"], rows
+    )
+    what = (
+        f"One canary's history over {DAYS} days in a store that {count:,} canaries filled every "
+        f"{EVERY_S // 60} minutes: {steps:,} runs, {result['result_rows']:,} result rows, each "
+        f"run's report shaped like `to_report`'s (depth {DEPTH}, {len(KS) * 5 + 1} metrics per "
+        "case, a baseline comparison; every canary answers with one of "
+        f"{VARIANTS} rankings at random). The store is filled in bulk (executemany on SQLite, "
+        "COPY on PostgreSQL, which then runs ANALYZE as autovacuum would) with the rows "
+        "`save_run` writes, in time order; the last run goes through `save_run` itself and is "
+        f"read back to check the bulk rows read alike. Each operation is timed {REPEAT} times "
+        "after a warm-up call. The reference is the same `SELECT` on the driver's own cursor, "
+        "rows as the driver returns them (JSON left as text)."
+    )
+    return section(what, "history", figures, _meaning(result, measured))
+
+
+def _meaning(result: dict[str, Any], measured: dict[str, Any]) -> str:
+    said = []
+    for backend, m in measured.items():
+        history, bare = m["ops"]["history"], m["ops"]["bare_sql"]
+        said.append(
+            f"On {_NAMES[backend]} one canary's {result['runs']:,}-point history takes "
+            f"{history['ms']:,.1f} ms ({verdict(history['ms'], GOAL_MS)} the goal of "
+            f"{GOAL_MS:g} ms; {history['cpu_ms']:,.1f} ms of it CPU time in this process), "
+            f"{history['ms'] / bare['ms']:.1f} times its bare SQL, which takes "
+            f"{bare['ms']:,.1f} ms ({bare['cpu_ms']:,.1f} ms of CPU here, the driver making "
+            "Python values of the rows)."
+        )
+    for backend, m in result["backends"].items():
+        if "skipped" in m:
+            said.append(f"{_NAMES[backend]} was not measured: {m['skipped']}.")
+    said.append(
+        "A history reads only the points table (schema version 2): per run and case, the "
+        "few values a history shows (outcome, error, latency, top score, ids), keyed by "
+        "suite, case and time, so one canary's points are one range of the key however "
+        "many canaries share the store (SQLite stores the table in key order; PostgreSQL "
+        "finds them through its primary-key index). What the history adds to the bare SQL "
+        "is SQLAlchemy and making 8,640 dicts with aware datetimes and id lists; on "
+        "PostgreSQL the driver's own share is larger than sqlite3's. Before, the same read "
+        "joined the wide results rows and decoded their scores, metrics and comparison "
+        "JSON: 752 ms on SQLite at 50 canaries (the previous docs/performance.md). The "
+        "price is one more row per case in every `save_run`, in a table keyed by case: at "
+        "1,000 canaries a save touches a thousand places of that table, as it already did "
+        "of the results' case index."
+    )
+    if result["quick"]:
+        said.append(
+            f"Quick scale: {result['canaries']} canaries instead of {FULL_CANARIES:,}; the "
+            "history has as many points, only the tables around it are smaller."
+        )
+    return " ".join(said)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_CANARIES} canaries")
+    parser.add_argument("--canaries", type=int, help=f"default {FULL_CANARIES:,}")
+    parser.add_argument("--backend", choices=BACKENDS, action="append", help="default: both")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    result = run(args.quick, args.canaries, tuple(args.backend or BACKENDS))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(render(result))
+
+
+if __name__ == "__main__":
+    main()
