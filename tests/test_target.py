@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import jmespath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,13 @@ from ragcanary.errors import ConfigError
 from ragcanary.redact import Redactor
 from ragcanary.runner import run_suite
 from ragcanary.suite import Case, Suite
-from ragcanary.target import HttpTarget, fill_template, make_client, retry_after_seconds
+from ragcanary.target import (
+    HttpTarget,
+    compile_path,
+    fill_template,
+    make_client,
+    retry_after_seconds,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -537,3 +544,32 @@ async def test_concurrent_cycle_takes_about_ceil_n_over_c_times_latency():
     assert [r.answer.ids for r in run.results] == [(f"doc-{i}",) for i in range(n)]
     assert math.ceil(n / c) * latency * 0.9 <= elapsed < n * latency / 2
     assert run.duration_s == pytest.approx(elapsed, abs=0.1)
+
+
+_NAMES = st.sampled_from(["hits", "id", "meta", "doc_id", "_x", "true", "null", "a1"])
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_NAMES, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(names=st.lists(_NAMES, min_size=1, max_size=3), document=_JSON)
+def test_dotted_paths_find_what_jmespath_finds(names: list[str], document: object) -> None:
+    """The fast path for plain dotted names gives jmespath's own answer on any JSON."""
+    expression = ".".join(names)
+    assert compile_path(expression)(document) == jmespath.search(expression, document)
+
+
+@pytest.mark.parametrize(
+    ("expression", "document", "expected"),
+    [
+        ("hits[0].id", {"hits": [{"id": "a"}]}, "a"),
+        ('data."doc-id"', {"data": {"doc-id": "b"}}, "b"),
+        ("results[*].doc", {"results": [{"doc": 1}, {"doc": 2}]}, [1, 2]),
+    ],
+)
+def test_other_paths_are_full_jmespath(expression: str, document: object, expected: object) -> None:
+    """Indexes, quoted names and projections still work: they go to jmespath itself."""
+    assert compile_path(expression)(document) == expected

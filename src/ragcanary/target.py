@@ -22,7 +22,6 @@ from typing import Any, Protocol
 import httpx
 import jmespath
 from jmespath.exceptions import JMESPathError
-from jmespath.parser import ParsedResult
 
 from ragcanary import __version__
 from ragcanary.config import TargetConfig
@@ -44,6 +43,7 @@ _ACCEPT_ENCODING = "gzip, deflate"
 _INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # e.g. metadata.doc_id
 
 
 class Target(Protocol):
@@ -122,6 +122,28 @@ def make_client(config: TargetConfig) -> httpx.AsyncClient:
     )
 
 
+def compile_path(expression: str) -> Callable[[Any], Any]:
+    """A function that applies the JMESPath ``expression`` to a parsed JSON document.
+
+    Plain dotted names (``hits``, ``metadata.doc_id``), which most targets need, are looked up
+    directly: jmespath walks its syntax tree with a new interpreter on every call, and three
+    paths per hit made it a quarter of our CPU per query. Both give the same result.
+    """
+    if not _DOTTED.fullmatch(expression):
+        return jmespath.compile(expression).search
+    names = expression.split(".")
+
+    def lookup(document: Any) -> Any:
+        for name in names:
+            # As jmespath's field: a key of an object, else null (and null stays null).
+            if not isinstance(document, dict):
+                return None
+            document = document.get(name)
+        return document
+
+    return lookup
+
+
 class _Failed(Exception):
     """One attempt failed; carries the outcome, a reason for people and an optional Retry-After."""
 
@@ -162,11 +184,9 @@ class HttpTarget:
         self._clock = clock
         self._jitter = jitter
         self._wall_clock = wall_clock
-        self._results: ParsedResult = jmespath.compile(config.results)
-        self._id: ParsedResult = jmespath.compile(config.id)
-        self._score: ParsedResult | None = (
-            jmespath.compile(config.score) if config.score is not None else None
-        )
+        self._results = compile_path(config.results)
+        self._id = compile_path(config.id)
+        self._score = compile_path(config.score) if config.score is not None else None
         # Configured headers win, compared case-insensitively like HTTP does.
         self._headers = httpx.Headers({"Accept-Encoding": _ACCEPT_ENCODING})
         self._headers.update(config.headers)
@@ -278,7 +298,7 @@ class HttpTarget:
             raise _Failed("bad_response", f"response is not JSON: {_preview(body, hide)}") from exc
         where = self._config.results
         try:
-            hits = self._results.search(document)
+            hits = self._results(document)
             if hits is None:
                 raise _Failed("bad_response", f"no list of hits at {where!r}")
             if not isinstance(hits, list):
@@ -295,7 +315,7 @@ class HttpTarget:
 
     def _hit(self, where: str, hit: Any) -> tuple[str, float | None]:
         hide = self._redact
-        raw_id = self._id.search(hit)
+        raw_id = self._id(hit)
         if raw_id is None or raw_id == "":
             raise _Failed("bad_response", f"{where}: no id at {self._config.id!r}")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
@@ -307,7 +327,7 @@ class HttpTarget:
         if self._score is None:
             return str(raw_id), None
         path = self._config.score
-        score = self._score.search(hit)
+        score = self._score(hit)
         if score is None:
             raise _Failed(
                 "bad_response",
