@@ -38,9 +38,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, Literal, get_args
+
+from retrievers import ServerThread
 
 Mode = Literal[
     "ok",
@@ -122,16 +124,15 @@ class FaultyRetriever:
     _rng: random.Random = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _closing: threading.Event = field(default_factory=threading.Event, repr=False)
-    _server: ThreadingHTTPServer | None = field(default=None, repr=False)
-    _thread: threading.Thread | None = field(default=None, repr=False)
+    _serving: ServerThread | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "enter the FaultyRetriever first"
-        host, port = self._server.server_address[:2]
+        assert self._serving is not None, "enter the FaultyRetriever first"
+        host, port = self._serving.address
         return f"http://{host!s}:{port}/search"
 
     def target_entry(self, **overrides: Any) -> dict[str, Any]:
@@ -181,12 +182,7 @@ class FaultyRetriever:
             self._in_flight -= 1
 
     def __enter__(self) -> FaultyRetriever:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._serving = ServerThread(_handler_for(self))
         return self
 
     def __exit__(
@@ -195,12 +191,9 @@ class FaultyRetriever:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._server is not None
-        assert self._thread is not None
+        assert self._serving is not None
         self._closing.set()  # ends every drip and hang still going
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._serving.stop()
 
 
 def _handler_for(retriever: FaultyRetriever) -> type[BaseHTTPRequestHandler]:

@@ -60,6 +60,29 @@ class Recorded:
     body: Any
 
 
+class ServerThread:
+    """A ThreadingHTTPServer on 127.0.0.1 (a free port) serving from a daemon thread."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        """Stop serving and close the socket; requests still being handled end on their own."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
 @dataclass
 class FakeRetriever:
     """A retriever whose API deliberately differs from the contract's example.
@@ -82,14 +105,13 @@ class FakeRetriever:
     seed: int = 0
     retry_after: str | None = None
     requests: list[Recorded] = field(default_factory=list)
-    _server: ThreadingHTTPServer | None = field(default=None, repr=False)
-    _thread: threading.Thread | None = field(default=None, repr=False)
+    _serving: ServerThread | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "enter the FakeRetriever first"
-        host, port = self._server.server_address[:2]
+        assert self._serving is not None, "enter the FakeRetriever first"
+        host, port = self._serving.address
         return f"http://{host!s}:{port}/v2/query"
 
     def target_config(self, **overrides: Any) -> TargetConfig:
@@ -115,12 +137,7 @@ class FakeRetriever:
         return hits[:top_k]
 
     def __enter__(self) -> FakeRetriever:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._serving = ServerThread(_handler_for(self))
         return self
 
     def __exit__(
@@ -129,11 +146,8 @@ class FakeRetriever:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._server is not None
-        assert self._thread is not None
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        assert self._serving is not None
+        self._serving.stop()
 
     def _record(self, entry: Recorded) -> None:
         with self._lock:
