@@ -49,8 +49,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
+        if value is None or value.tzinfo is UTC:
+            return value
         if value.tzinfo is None:
             # Not value.replace(tzinfo=UTC): that is 15 times slower, 20 ms of a 30-day history.
             return datetime.combine(value.date(), value.time(), UTC)

@@ -95,7 +95,16 @@ def make_engine(url: str, **options: Any) -> Engine:
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+    else:
+        event.listen(engine, "connect", _postgres_connect)
     return engine
+
+
+def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Instants then arrive in UTC already (tzinfo datetime.UTC), which UTCDateTime passes on
+    # as they are instead of converting each one: a tenth of reading a 30-day history.
+    dbapi_connection.execute("SET TIME ZONE 'UTC'")
+    dbapi_connection.commit()  # or the pool's rollback on return would undo the SET
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
