@@ -60,6 +60,34 @@ def test_one_case_dropping_is_noise_not_a_regression() -> None:
     assert verdict.changes["hit_rate@5"].p_value >= 0.4
 
 
+def test_two_cases_dropping_on_a_deterministic_target_is_a_regression() -> None:
+    """Every kept result has its exact baseline score: the drop is no noise, untested or not."""
+    verdict = _judge(28, 30, Policy(min_rank_overlap=None))
+    assert verdict.changes["hit_rate@5"].p_value >= 0.05  # too few cases for the test
+    assert verdict.outcome == "regression"
+    (drop,) = [f for f in verdict.failures if f.kind == "drop" and f.metric == "hit_rate@5"]
+    assert "2 cases, exact scores" in drop.message
+
+
+def test_two_cases_dropping_on_a_jittering_target_need_significance() -> None:
+    """Once kept results' scores move at all, a drop too small to test is not a regression."""
+    base = _scores(30)
+    jittered = [
+        (r.case, answer(r.answer.ids, [s + 0.001 * (i % 3) for s in r.answer.scores]))
+        for i, r in enumerate(_scores(28).results)
+    ]
+    current = run(jittered)
+    verdict = judge(
+        score_run(current, ks=[5], depth=10),
+        current.coverage,
+        Policy(min_rank_overlap=None),
+        score_run(base, ks=[5], depth=10),
+        compare_runs(current, base, 10, 0.05),
+    )
+    assert verdict.changes["hit_rate@5"].delta < -0.02
+    assert verdict.outcome == "ok"
+
+
 def test_floor_fails_even_without_a_baseline() -> None:
     verdict = _judge(20, None, Policy(floors={"hit_rate@5": 0.8}))
     assert verdict.outcome == "regression"

@@ -54,6 +54,10 @@ class Change:
     losses: int
 
 
+# Cases that must drop on a deterministic target before its drop fails the run untested.
+MIN_EXACT_CASES = 2
+
+
 @dataclass(frozen=True)
 class Policy:
     """What counts as failing: the suite's thresholds in plain numbers."""
@@ -137,7 +141,9 @@ def judge(
 
     Low coverage makes the run ``unavailable`` and nothing else is judged: unanswered queries
     are an outage, never a quality drop. A drop against the baseline fails the run only when it
-    is larger than ``max_drop`` *and* the paired permutation test says it is beyond noise.
+    is larger than ``max_drop`` *and* beyond noise: the paired permutation test says so, or the
+    target is deterministic (every result in both runs kept its exact score) and at least
+    ``MIN_EXACT_CASES`` cases dropped.
     ``compared`` are the current run's scores as compared with the baseline (by default
     ``current``; ``evaluate`` passes them with noise-explained reorderings undone); floors and
     canary checks always judge ``current``.
@@ -159,13 +165,23 @@ def judge(
             failures.append(
                 Failure("floor", f"{metric} {value:.4f} is below the floor {floor:.4f}", metric)
             )
+    exact = drift is not None and drift.score_drift == 0.0
     for change in changes.values():
-        if -change.delta > policy.max_drop + 1e-12 and change.p_value < policy.significance:
+        if -change.delta <= policy.max_drop + 1e-12:
+            continue
+        significant = change.p_value < policy.significance
+        # A target that gave every result it kept its baseline score to the last bit is
+        # deterministic: asking again would change nothing, so its cases that dropped are no
+        # sampling noise. The permutation test cannot see that; with fewer than 5 cases it can
+        # never reach p < 0.05. One case alone still does not fail the run.
+        dropped = sum(1 for r in regressions if aggregate_name(r.metric) == change.metric)
+        if significant or (exact and dropped >= MIN_EXACT_CASES):
+            why = f"p={change.p_value:.4f}" if significant else f"{dropped} cases, exact scores"
             failures.append(
                 Failure(
                     "drop",
                     f"{change.metric} dropped {-change.delta:.4f} "
-                    f"({change.baseline:.4f} -> {change.current:.4f}, p={change.p_value:.4f}), "
+                    f"({change.baseline:.4f} -> {change.current:.4f}, {why}), "
                     f"more than max_drop {policy.max_drop:.4f}",
                     change.metric,
                 )
