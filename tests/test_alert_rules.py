@@ -9,34 +9,18 @@ from typing import Any
 
 import pytest
 import yaml
+from alert_contract import ALERTS, CONTRACT, alert_rules
 from prometheus_server import prometheus_binary
 
 ROOT = Path(__file__).resolve().parents[1]
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 UNIT_TESTS = Path(__file__).resolve().parent / "prometheus" / "alerts_test.yml"
 RUNBOOKS = "https://github.com/ragcanary/ragcanary/blob/main/"  # + a path in this repository
-# DESIGN.md "Deployment and alerting".
-CONTRACT = {
-    "RagCanaryHitRateDrop",
-    "RagCanaryScoreDrift",
-    "RagCanaryRankChurn",
-    "RagCanaryNegativeLeak",
-    "RagCanaryTargetUnavailable",
-    "RagCanaryStale",
-    "RagCanarySlowQueries",
-    "RagCanaryConfigReloadFailed",
-}
 # Alerts about the daemon itself carry no suite or target: their descriptions name the
 # instance instead.
 DAEMON_WIDE = {"RagCanaryConfigReloadFailed"}
 
 
-def _alert_rules() -> list[dict[str, Any]]:
-    document = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
-    return [rule for group in document["groups"] for rule in group["rules"] if "alert" in rule]
-
-
-RULES = _alert_rules()
+RULES = alert_rules()
 # An alert name may have several rules (RagCanaryStale has two): number them in test ids.
 PER_RULE = pytest.mark.parametrize(
     "rule", RULES, ids=[f"{r['alert']}-{i}" for i, r in enumerate(RULES)]

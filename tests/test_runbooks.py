@@ -9,29 +9,13 @@ from pathlib import Path
 
 import pytest
 import typer.main
-import yaml
+from alert_contract import CONTRACT, alert_rules
 
 from ragcanary.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOKS = ROOT / "docs" / "runbooks"
-ALERT_RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
-CONTRACT_ALERTS = {
-    "RagCanaryHitRateDrop",
-    "RagCanaryScoreDrift",
-    "RagCanaryRankChurn",
-    "RagCanaryNegativeLeak",
-    "RagCanaryTargetUnavailable",
-    "RagCanaryStale",
-    "RagCanarySlowQueries",
-    "RagCanaryConfigReloadFailed",
-}
 PAGES = sorted(p for p in RUNBOOKS.glob("*.md") if p.name != "README.md")
-
-
-def alert_rules() -> list[dict[str, object]]:
-    groups = yaml.safe_load(ALERT_RULES.read_text(encoding="utf-8"))["groups"]
-    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
 
 
 def ragcanary_commands(text: str) -> list[list[str]]:
@@ -50,7 +34,7 @@ def ragcanary_commands(text: str) -> list[list[str]]:
 
 def test_there_is_a_runbook_for_each_alert_of_the_contract_and_no_other() -> None:
     """docs/runbooks/<AlertName>.md exists for exactly the eight alerts of DESIGN.md."""
-    assert {p.stem for p in PAGES} == CONTRACT_ALERTS
+    assert {p.stem for p in PAGES} == CONTRACT
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
@@ -65,9 +49,9 @@ def test_runbook_is_titled_with_its_alert_and_has_every_section(page: Path) -> N
 def test_every_alert_rule_links_its_runbook() -> None:
     """Each rule's runbook_url ends with the path of its alert's runbook, which exists."""
     rules = alert_rules()
-    assert {rule["alert"] for rule in rules} == CONTRACT_ALERTS
+    assert {rule["alert"] for rule in rules} == CONTRACT
     for rule in rules:
-        url = rule["annotations"]["runbook_url"]  # type: ignore[index]
+        url = rule["annotations"]["runbook_url"]
         path = f"docs/runbooks/{rule['alert']}.md"
         assert str(url).endswith("/" + path), url
         assert (ROOT / path).is_file()

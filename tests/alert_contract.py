@@ -1,0 +1,26 @@
+"""The alert rules file and the alert names DESIGN.md ("Deployment and alerting") promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ALERTS = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "alerts.yml"
+CONTRACT = {
+    "RagCanaryHitRateDrop",
+    "RagCanaryScoreDrift",
+    "RagCanaryRankChurn",
+    "RagCanaryNegativeLeak",
+    "RagCanaryTargetUnavailable",
+    "RagCanaryStale",
+    "RagCanarySlowQueries",
+    "RagCanaryConfigReloadFailed",
+}
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    """Every alerting rule of ALERTS, in file order (recording rules left out)."""
+    document = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    return [rule for group in document["groups"] for rule in group["rules"] if "alert" in rule]
