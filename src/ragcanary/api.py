@@ -77,6 +77,10 @@ def create_app(daemon: Daemon) -> FastAPI:
             storage_ok, reason = True, None
         except StorageError as exc:
             storage_ok, reason = False, str(exc)
+        # Reachable is not ready while the tables are missing (a daemon started during an
+        # outage): create them now, or the API would fail on the first read after a 200.
+        if storage_ok and not await daemon.keeper.ensure_schema():
+            storage_ok, reason = False, "storage reachable, but its tables could not be created"
         body = {"ready": storage_ok, "config": True, "storage": storage_ok, "reason": reason}
         return JSONResponse(body, status_code=200 if storage_ok else 503)
 
