@@ -23,12 +23,12 @@ from cycle import Cycle, bare_cycle, canaries, our_cycle
 from render import section, table
 from retriever import DEPTH, SEARCH_BODY
 
-from ragcanary.config import SuiteConfig, TargetConfig
-from ragcanary.evaluation import evaluate
-from ragcanary.exporter import Exporter, SuitePairs
-from ragcanary.report import to_report
-from ragcanary.results import RunResult
-from ragcanary.storage import Store
+from ragcanary.config.model import SuiteConfig, TargetConfig
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.results import RunResult
+from ragcanary.reports.report import to_report
+from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.store.storage import Store
 
 TITLE = "CPU per query"
 QUERIES = 1000

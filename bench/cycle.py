@@ -23,11 +23,11 @@ import httpx
 from render import section, table, verdict
 from retriever import DEPTH, RetrieverProcess
 
-from ragcanary.config import TargetConfig
-from ragcanary.results import RunResult
-from ragcanary.runner import TargetGate, run_suite
-from ragcanary.suite import Case, Suite
-from ragcanary.target import HttpTarget, make_client
+from ragcanary.config.model import TargetConfig
+from ragcanary.measure.results import RunResult
+from ragcanary.probe.runner import TargetGate, run_suite
+from ragcanary.probe.target import HttpTarget, make_client
+from ragcanary.suites.suite import Case, Suite
 
 TITLE = "Cycle time"
 GOAL_IDEAL = 1.10  # our cycle over ceil(N / C) * L
@@ -86,7 +86,7 @@ def canaries(count: int) -> Suite:
 
 
 def our_cycle(config: TargetConfig, client: httpx.AsyncClient, suite: Suite, c: int) -> Cycle:
-    """The daemon's cycle: a fresh ``HttpTarget`` per run, as ``ragcanary.cycle`` builds it."""
+    """The daemon's cycle: a fresh ``HttpTarget`` per run, as ``probe.cycle`` builds it."""
     gate = TargetGate(c, None)
 
     async def cycle() -> RunResult:

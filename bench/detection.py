@@ -35,12 +35,12 @@ import numpy.typing as npt
 import yaml
 from render import section, table
 
-from ragcanary.config import SuiteConfig, Thresholds
+from ragcanary.config.model import SuiteConfig, Thresholds
 from ragcanary.demo import retriever as demo
-from ragcanary.evaluation import Evaluation, evaluate
-from ragcanary.report import run_from_report, to_report
-from ragcanary.results import Answer, CaseResult, RunResult
-from ragcanary.suite import Suite, load_suite
+from ragcanary.measure.evaluation import Evaluation, evaluate
+from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.reports.report import run_from_report, to_report
+from ragcanary.suites.suite import Suite, load_suite
 
 TITLE = "Detection quality: false alarms and detection delay"
 

@@ -16,10 +16,10 @@ from typing import Any
 from render import section, table
 from timing import median_seconds
 
-from ragcanary.config import SuiteConfig
-from ragcanary.evaluation import evaluate
-from ragcanary.results import Answer, CaseResult, RunResult
-from ragcanary.suite import Case
+from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.suites.suite import Case
 
 TITLE = "Evaluation cost"
 KS = [1, 3, 5, 10]
@@ -99,7 +99,7 @@ def render(result: dict[str, Any]) -> str:
         " and the first place to look for a suite of tens of thousands."
     )
     what = (
-        "`ragcanary.evaluation.evaluate(run, suite, baseline)` in one process: scoring (5"
+        "`ragcanary.measure.evaluation.evaluate(run, suite, baseline)` in one process: scoring (5"
         " measures x k = [1, 3, 5, 10], plus MRR), drift against the baseline and the verdict,"
         " whose permutation test and bootstrap CI run 10,000 rounds per aggregate metric."
         " Synthetic suites of labelled cases with 3 judged ids each, depth 10, a quarter of"

@@ -33,11 +33,11 @@ from psycopg.types.string import TextLoader
 from render import section, table, verdict
 from sqlalchemy.pool import NullPool
 
-from ragcanary.metrics import aggregate, case_metrics
-from ragcanary.oncall import case_history
-from ragcanary.schema import case_row, decode_ids, point_row, points, results, run_row, runs
-from ragcanary.storage import Store, history_query, make_engine
-from ragcanary.suite import Case
+from ragcanary.measure.metrics import aggregate, case_metrics
+from ragcanary.reports.oncall import case_history
+from ragcanary.store.schema import case_row, decode_ids, point_row, points, results, run_row, runs
+from ragcanary.store.storage import Store, history_query, make_engine
+from ragcanary.suites.suite import Case
 
 TITLE = "Storage: one canary's history"
 GOAL_MS = 50.0

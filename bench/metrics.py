@@ -17,7 +17,7 @@ from typing import Any
 import pytrec_eval
 from render import section, table, verdict
 
-from ragcanary.metrics import case_metrics
+from ragcanary.measure.metrics import case_metrics
 
 TITLE = "Metric computation against trec_eval"
 QUERIES = 10_000
@@ -70,7 +70,7 @@ def as_run(rankings: Rankings) -> dict[str, dict[str, float]]:
 
 
 def ours(rankings: Rankings, qrels: Qrels) -> dict[str, dict[str, float]]:
-    """Every measure of every query, as ragcanary.scoring computes it: case_metrics per case."""
+    """Every measure of every query, as measure.scoring computes it: case_metrics per case."""
     return {qid: case_metrics(r, qrels[qid], KS, DEPTH) for qid, r in rankings.items()}
 
 
@@ -158,7 +158,7 @@ def render(result: dict[str, Any]) -> str:
             ]
             for label, t, share in (
                 ("reference: `pytrec_eval` `RelevanceEvaluator.evaluate(run)`", theirs, "1.00"),
-                ("`ragcanary.metrics.case_metrics`, once per query", mine, f"{ratio:.2f}"),
+                ("`ragcanary.measure.metrics.case_metrics`, once per query", mine, f"{ratio:.2f}"),
             )
         ],
     )
@@ -167,7 +167,7 @@ def render(result: dict[str, Any]) -> str:
         f"and graded judgements ({result['relevant_per_query']:.1f} relevant ids per query on "
         "average, grades 1 to 3, and judged non-relevant ones): Hit@k, P@k, R@k, NDCG@k and "
         f"AP@k for k = {', '.join(map(str, result['ks']))}, and RR, 21 values per query. Ours "
-        "is what `ragcanary.scoring` does, `case_metrics` per case; the reference is "
+        "is what `ragcanary.measure.scoring` does, `case_metrics` per case; the reference is "
         "`pytrec_eval` (trec_eval's C code) evaluating the same rankings from the Python dicts "
         f"it takes, in the same process. {result['rounds']} rounds of each, interleaved, after "
         "one untimed round, with a full garbage collection before each."

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from ragcanary.config import TargetConfig
+from ragcanary.config.model import TargetConfig
 
 DEPTH = 10
 

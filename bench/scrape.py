@@ -28,11 +28,11 @@ from evaluation import build_runs
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from render import section, table, verdict
 
-from ragcanary.api import create_app
-from ragcanary.config import load_config
-from ragcanary.daemon import Daemon, suite_pairs
-from ragcanary.evaluation import evaluate
-from ragcanary.report import to_report
+from ragcanary.config.model import load_config
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.reports.report import to_report
+from ragcanary.serve.api import create_app
+from ragcanary.serve.daemon import Daemon, suite_pairs
 
 TITLE = "Scrape time"
 GOAL_MS = 50.0
@@ -231,7 +231,7 @@ def render(result: dict[str, Any]) -> str:
         f" {result['full_ms'] / ref:.2f} times what prometheus_client needs for plain Gauges,"
         f" {result['full_ms']:.0f} ms at this size, so the exporter keeps each pair's"
         " series in a registry of its own and caches its text until one of them changes"
-        " (`ragcanary.exposition`): a scrape renders only the pairs whose runs finished since"
+        " (`ragcanary.serve.exposition`): a scrape renders only the pairs whose runs finished since"
         " the last one and joins the rest. The first scrape after a start or a reload renders"
         " everything once, as the full-render row does."
     )

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy
 from sqlalchemy.pool import NullPool
 
-from ragcanary.storage import Store
+from ragcanary.store.storage import Store
 
 POSTGRES_URL = os.environ.get(
     "RAGCANARY_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

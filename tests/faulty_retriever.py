@@ -59,7 +59,7 @@ Mode = Literal[
     "hang",
 ]
 MODES: tuple[Mode, ...] = get_args(Mode)
-# The query outcome (ragcanary.results.Outcome) each mode must be counted under.
+# The query outcome (ragcanary.measure.results.Outcome) each mode must be counted under.
 EXPECTED_OUTCOME: dict[Mode, str] = {
     "ok": "ok",
     "http_500": "http_5xx",

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from ragcanary.config import TargetConfig
+from ragcanary.config.model import TargetConfig
 
 DEFAULT_API_KEY = "test-api-key-123"
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.api import create_app
-from ragcanary.config import load_config
-from ragcanary.daemon import Daemon, JobKey, suite_pairs
+from ragcanary.config.model import load_config
+from ragcanary.serve.api import create_app
+from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from retrievers import FakeRetriever
 
-from ragcanary.bootstrap import (
+from ragcanary.errors import ConfigError, UsageError
+from ragcanary.measure.results import Answer, CaseResult
+from ragcanary.probe.bootstrap import (
     MAX_SLUG_LENGTH,
     draft_suite,
     read_queries,
@@ -19,10 +21,8 @@ from ragcanary.bootstrap import (
     slugify,
     unique_slugs,
 )
-from ragcanary.errors import ConfigError, UsageError
-from ragcanary.results import Answer, CaseResult
-from ragcanary.suite import Case, load_suite
-from ragcanary.target import HttpTarget
+from ragcanary.probe.target import HttpTarget
+from ragcanary.suites.suite import Case, load_suite
 
 pytestmark = pytest.mark.anyio
 SLUG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")

@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy
 from sqlalchemy.pool import NullPool
 
-from ragcanary.buffer import BufferedWriter
-from ragcanary.storage import StorageError, Store, make_engine
+from ragcanary.store.buffer import BufferedWriter
+from ragcanary.store.storage import StorageError, Store, make_engine
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

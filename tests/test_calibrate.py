@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
-from ragcanary.calibrate import measure_noise
-from ragcanary.cli import app
-from ragcanary.config import SuiteConfig, Thresholds
-from ragcanary.drift import compare_runs
-from ragcanary.evaluation import evaluate
-from ragcanary.results import RunResult
-from ragcanary.scoring import score_run
+from ragcanary.cli.app import app
+from ragcanary.config.model import SuiteConfig, Thresholds
+from ragcanary.measure.calibrate import measure_noise
+from ragcanary.measure.drift import compare_runs
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.results import RunResult
+from ragcanary.measure.scoring import score_run
 
 SUITE = SuiteConfig(cases="core.yaml", targets=["search"], k=[1, 3], depth=5)
 CASES = [case(f"c{i}", [f"rel-{i}"]) for i in range(4)] + [case("free")]

@@ -9,8 +9,8 @@ from click.testing import Result
 from retrievers import DEFAULT_API_KEY, FakeRetriever
 from typer.testing import CliRunner
 
-from ragcanary.cli import app
-from ragcanary.suite import load_suite
+from ragcanary.cli.app import app
+from ragcanary.suites.suite import load_suite
 
 
 def _invoke(*args: str) -> Result:

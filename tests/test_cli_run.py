@@ -18,7 +18,7 @@ import yaml
 from retrievers import FakeRetriever, graded_corpus, target_entry
 from typer.testing import CliRunner
 
-from ragcanary.cli import app
+from ragcanary.cli.app import app
 
 API_KEY = "sk-live-7f3a9c1e5b"
 QUERIES = [f"question {i:02d}" for i in range(30)]

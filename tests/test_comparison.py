@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.comparison import (
+from ragcanary.measure.comparison import (
     Entry,
     ListComparison,
     Move,
@@ -17,7 +17,7 @@ from ragcanary.comparison import (
     jaccard,
     rbo,
 )
-from ragcanary.metrics import dedupe
+from ragcanary.measure.metrics import dedupe
 
 ids = st.lists(st.sampled_from([f"d{i}" for i in range(15)]), max_size=20)
 persistence = st.floats(0.05, 0.95)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ragcanary.config import Config, Thresholds, config_path, load_config
+from ragcanary.config.model import Config, Thresholds, config_path, load_config
+from ragcanary.config.units import DURATION_HINT, RATE_HINT
 from ragcanary.errors import ConfigError, Problem
-from ragcanary.units import DURATION_HINT, RATE_HINT
 
 SUITE = "cases:\n  - {id: a, query: how do I reset my password, relevant: [x]}\n"
 VALID = """\

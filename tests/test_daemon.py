@@ -29,7 +29,7 @@ from retrievers import FakeRetriever, graded_corpus, target_entry
 from sqlalchemy.pool import NullPool
 from typer.testing import CliRunner
 
-from ragcanary.cli import app
+from ragcanary.cli.app import app
 
 API_KEY = "sk-live-7f3a9c1e5b"
 ADMIN_TOKEN = "adm-4c1d9e77f2"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ragcanary.exporter import Exporter, SuitePairs
+from ragcanary.serve.exporter import Exporter, SuitePairs
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAFANA = ROOT / "grafana"

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from ragcanary.cli import app
+from ragcanary.cli.app import app
 
 DEADLINE_S = 60.0
 

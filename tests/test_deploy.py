@@ -33,8 +33,8 @@ from daemon_harness import free_port, parse_metrics, wait_for
 from prometheus_server import prometheus_binary
 from typer.testing import CliRunner
 
-from ragcanary.api import create_app
-from ragcanary.cli import app
+from ragcanary.cli.app import app
+from ragcanary.serve.api import create_app
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

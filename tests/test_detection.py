@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from ragcanary.config import Thresholds
+from ragcanary.config.model import Thresholds
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "detection.py"
 HARSH = 0.01  # the largest score jitter the goal names (sd of one score in one run)

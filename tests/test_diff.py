@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragcanary.diff import diff_reports
+from ragcanary.reports.diff import diff_reports
 
 
 def _report(run_id: str, cases: list[dict[str, Any]], hit: float) -> dict[str, Any]:

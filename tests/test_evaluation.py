@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from factories import answer, case, run
 
-from ragcanary.config import SuiteConfig
-from ragcanary.drift import compare_runs
-from ragcanary.evaluation import evaluate
-from ragcanary.results import RunResult
+from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.drift import compare_runs
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.results import RunResult
 
 SUITE = SuiteConfig(cases="suite.yaml", targets=["search"])
 CASES = [case(f"c{i}", [f"rel{i}"]) for i in range(40)]

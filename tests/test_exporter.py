@@ -15,19 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from ragcanary.drift import compare_runs
-from ragcanary.evaluation import Evaluation
-from ragcanary.exporter import (
+from ragcanary.measure.drift import compare_runs
+from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.results import OUTCOMES
+from ragcanary.measure.scoring import score_run
+from ragcanary.measure.verdict import Policy, judge
+from ragcanary.reports.report import to_report
+from ragcanary.serve.exporter import (
     QUERY_BUCKETS,
     RUN_BUCKETS,
     Exporter,
     SuitePairs,
     per_case_admission,
 )
-from ragcanary.report import to_report
-from ragcanary.results import OUTCOMES
-from ragcanary.scoring import score_run
-from ragcanary.verdict import Policy, judge
 
 # The metric names of DESIGN.md's "Contract: Prometheus metrics" table.
 CONTRACT_METRICS = (
@@ -123,7 +123,7 @@ def make_report(
     hit_rate: float = 0.5,
     cases: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A report in the shape ``ragcanary.report.to_report`` writes."""
+    """A report in the shape ``ragcanary.reports.report.to_report`` writes."""
     cases = DEFAULT_CASES if cases is None else cases
     outcomes = Counter(c["outcome"] for c in cases)
     return {

@@ -27,9 +27,9 @@ import yaml
 from daemon_harness import DaemonProcess, Scrape, free_port, running, wait_for
 from faulty_retriever import EXPECTED_OUTCOME, MODES, FaultyRetriever, Mode
 
-from ragcanary.config import TargetConfig
-from ragcanary.storage import Store
-from ragcanary.target import HttpTarget, make_client
+from ragcanary.config.model import TargetConfig
+from ragcanary.probe.target import HttpTarget, make_client
+from ragcanary.store.storage import Store
 
 TIMEOUT_S = 2.0  # generous: a correct answer late on a loaded machine would count as timeout
 CAP_BYTES = 2_000_000  # max_response_bytes: the 50 MB body must stop being read here

@@ -14,9 +14,9 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.config import TargetConfig
-from ragcanary.results import OUTCOMES, Answer
-from ragcanary.target import HttpTarget
+from ragcanary.config.model import TargetConfig
+from ragcanary.measure.results import OUTCOMES, Answer
+from ragcanary.probe.target import HttpTarget
 
 SECRET = "tok-9f3a7c1e5b2d4f6a8c0e"
 ECHO = "<<echo>>"  # replaced in a body by the Authorization header the request carried

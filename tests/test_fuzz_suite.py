@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragcanary.errors import ConfigError
-from ragcanary.importers import Imported, read_beir, read_trec
-from ragcanary.suite import Suite, dump_suite, load_suite
+from ragcanary.suites.importers import Imported, read_beir, read_trec
+from ragcanary.suites.suite import Suite, dump_suite, load_suite
 
 FIELDS = ["id", "query", "relevant", "tags", "weight", "min_score", "max_score"]
 scalars = st.one_of(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragcanary.errors import ConfigError
-from ragcanary.importers import Imported, read_beir, read_trec
+from ragcanary.suites.importers import Imported, read_beir, read_trec
 
 SGML_TOPICS = """\
 <top>

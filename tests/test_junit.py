@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.junit import render_junit
+from ragcanary.reports.junit import render_junit
 
 
 def case(case_id: str, **overrides: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.markdown import render_markdown
+from ragcanary.reports.markdown import render_markdown
 
 BASELINE: dict[str, Any] = {
     "run_id": "base1",

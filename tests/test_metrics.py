@@ -9,7 +9,7 @@ import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.metrics import aggregate, aggregate_name, case_metrics, dedupe
+from ragcanary.measure.metrics import aggregate, aggregate_name, case_metrics, dedupe
 
 KS = (1, 3, 5, 10)
 # Our name -> pytrec_eval's measure family (results come back as "<family>_<k>").

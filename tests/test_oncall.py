@@ -14,10 +14,10 @@ import pytest
 from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
-from ragcanary.cli import app
-from ragcanary.config import load_config
-from ragcanary.daemon import Daemon, JobKey
-from ragcanary.storage import Store
+from ragcanary.cli.app import app
+from ragcanary.config.model import load_config
+from ragcanary.serve.daemon import Daemon, JobKey
+from ragcanary.store.storage import Store
 
 API_KEY = "sk-oncall-5d2e7a90"
 

@@ -24,7 +24,7 @@ import yaml
 from daemon_harness import DaemonProcess, free_port, running
 from prometheus_server import PrometheusServer, prometheus_binary
 
-from ragcanary.commands import write_demo_config
+from ragcanary.cli.commands import write_demo_config
 from ragcanary.demo.retriever import BackgroundServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 import typer.main
 from alert_contract import CONTRACT, alert_rules
 
-from ragcanary.cli import app
+from ragcanary.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNBOOKS = ROOT / "docs" / "runbooks"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.results import Answer
-from ragcanary.runner import RateLimiter, TargetGate, run_suite
-from ragcanary.suite import Case, Suite
+from ragcanary.measure.results import Answer
+from ragcanary.probe.runner import RateLimiter, TargetGate, run_suite
+from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
 

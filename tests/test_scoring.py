@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from factories import answer, case, run
 
-from ragcanary.scoring import score_run
+from ragcanary.measure.scoring import score_run
 
 
 def test_failed_queries_never_count_as_misses() -> None:

@@ -24,9 +24,9 @@ import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
 from retrievers import target_entry
 
-from ragcanary.config import TargetConfig, load_config
+from ragcanary.config.model import TargetConfig, load_config
 from ragcanary.errors import ConfigError
-from ragcanary.target import HttpTarget, make_client
+from ragcanary.probe.target import HttpTarget, make_client
 
 API_KEY = "sk-sec-5e8a2f71c9d3"  # ${VENDOR_KEY}, sent as the X-Api-Key header
 URL_PASSWORD = "pw-sec-b41d7e09"  # ${URL_PASSWORD}, in a target's URL

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.stats import bootstrap_ci, bootstrap_cis, permutation_test
+from ragcanary.measure.stats import bootstrap_ci, bootstrap_cis, permutation_test
 
 small_deltas = st.lists(st.sampled_from([-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]), max_size=30)
 

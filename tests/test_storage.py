@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragcanary import schema
-from ragcanary.config import SuiteConfig
-from ragcanary.evaluation import evaluate
-from ragcanary.report import to_report
-from ragcanary.storage import StorageError, StorageUnavailable, Store, make_engine
+from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.reports.report import to_report
+from ragcanary.store.storage import StorageError, StorageUnavailable, Store, make_engine
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SUMMARY_KEYS = {

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragcanary.errors import ConfigError, UsageError
-from ragcanary.suite import Case, Suite, dump_suite, load_suite
+from ragcanary.suites.suite import Case, Suite, dump_suite, load_suite
 
 CONTRACT_EXAMPLE = """\
 cases:

@@ -17,18 +17,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from retrievers import FakeRetriever
 
-from ragcanary.config import TargetConfig
+from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError
-from ragcanary.redact import Redactor
-from ragcanary.runner import run_suite
-from ragcanary.suite import Case, Suite
-from ragcanary.target import (
+from ragcanary.probe.runner import run_suite
+from ragcanary.probe.target import (
     HttpTarget,
     compile_path,
     fill_template,
     make_client,
     retry_after_seconds,
 )
+from ragcanary.redact import Redactor
+from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
 

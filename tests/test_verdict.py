@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from factories import answer, case, run
 
-from ragcanary.drift import compare_runs
-from ragcanary.results import RunResult
-from ragcanary.scoring import score_run
-from ragcanary.verdict import Policy, Verdict, judge
+from ragcanary.measure.drift import compare_runs
+from ragcanary.measure.results import RunResult
+from ragcanary.measure.scoring import score_run
+from ragcanary.measure.verdict import Policy, Verdict, judge
 
 CASES = [case(f"c{i}", [f"d{i}"]) for i in range(40)]
 

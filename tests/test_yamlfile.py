@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragcanary.config.yamlfile import Document, dotted, line_of, load_json, load_yaml, read_text
 from ragcanary.errors import ConfigError
-from ragcanary.yamlfile import Document, dotted, line_of, load_json, load_yaml, read_text
 
 CONFIG = """\
 storage: sqlite:///x.db

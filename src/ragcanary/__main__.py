@@ -1,5 +1,5 @@
 """Entry point for ``python -m ragcanary``."""
 
-from ragcanary.cli import main
+from ragcanary.cli.app import main
 
 main()

@@ -1,0 +1,386 @@
+"""The ``ragcanary`` command line: parse, load config, call one function, map errors to exits."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ragcanary import __version__
+from ragcanary.config.model import LoadedConfig, config_path, load_config
+from ragcanary.errors import ConfigError, RagcanaryError, UsageError
+from ragcanary.reports.report import dump_reports, load_reports
+
+app = typer.Typer(
+    name="ragcanary",
+    help="Canary queries against a live retriever: exact metrics, drift, regressions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+import_app = typer.Typer(help="Convert standard IR test collections into a suite file.")
+app.add_typer(import_app, name="import")
+baseline_app = typer.Typer(help="Pin or show the baseline runs are compared with.")
+app.add_typer(baseline_app, name="baseline")
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="Config file (default: $RAGCANARY_CONFIG, else ./ragcanary.yaml).",
+        show_default=False,
+    ),
+]
+
+
+def _load(option: Path | None) -> LoadedConfig:
+    return load_config(config_path(option, os.environ), os.environ)
+
+
+def _fail(exc: RagcanaryError) -> typer.Exit:
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    lines = [str(p) for p in exc.problems] if isinstance(exc, ConfigError) else [str(exc)]
+    for line in lines:
+        err.print(f"ragcanary: {line}", markup=False)
+    if isinstance(exc, ConfigError) and len(lines) > 1:
+        err.print(f"ragcanary: {len(lines)} problems found", markup=False)
+    return typer.Exit(exc.exit_code)
+
+
+@contextlib.contextmanager
+def _exit_on_error() -> Iterator[None]:
+    """Turn ragcanary's own errors into their message and exit code, never a traceback."""
+    try:
+        yield
+    except RagcanaryError as exc:
+        raise _fail(exc) from None
+
+
+def _pairs(loaded: LoadedConfig, suite: str | None, target: str | None) -> list[tuple[str, str]]:
+    """The (suite, target) pairs a command works on, refusing names the config lacks."""
+    suites = loaded.config.suites
+    if suite is not None and suite not in suites:
+        raise UsageError(f"--suite {suite}: no such suite; the config has: {', '.join(suites)}")
+    if target is not None and target not in loaded.config.targets:
+        known = ", ".join(loaded.config.targets)
+        raise UsageError(f"--target {target}: no such target; the config has: {known}")
+    pairs = [
+        (s, t)
+        for s, cfg in suites.items()
+        if suite in (None, s)
+        for t in cfg.targets
+        if target in (None, t)
+    ]
+    if not pairs:
+        raise UsageError("nothing to run: no suite uses that target; check suites.*.targets")
+    return pairs
+
+
+@app.command()
+def run(
+    config: ConfigOption = None,
+    suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
+    target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+    baseline: Annotated[
+        Path | None, typer.Option(help="Compare with this earlier --report file.")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write the report JSON here.")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Write a Markdown summary here.")] = None,
+) -> None:
+    """Run every canary once now and gate on it: exit 0 pass, 1 regression, 3 unavailable."""
+    from ragcanary.cli.commands import run_once
+
+    with _exit_on_error():
+        loaded = _load(config)
+        pairs = _pairs(loaded, suite, target)
+        baselines = load_reports(baseline) if baseline else []
+        reports = asyncio.run(run_once(loaded, pairs, baselines, Console()))
+    _write_outputs(reports, report, junit, markdown)
+    raise typer.Exit(_exit_code(reports))
+
+
+def _write_outputs(
+    reports: Sequence[dict[str, Any]],
+    report: Path | None,
+    junit: Path | None,
+    markdown: Path | None,
+) -> None:
+    from ragcanary.reports.junit import render_junit_many
+    from ragcanary.reports.markdown import render_markdown
+
+    if report:
+        dump_reports(reports, report)
+    if junit:
+        junit.write_text(render_junit_many(reports), encoding="utf-8")
+    if markdown:
+        markdown.write_text("\n\n".join(render_markdown(r) for r in reports), encoding="utf-8")
+
+
+def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
+    outcomes = {r["outcome"] for r in reports}
+    if "regression" in outcomes:
+        return EXIT_REGRESSION
+    if "unavailable" in outcomes:
+        return EXIT_UNAVAILABLE
+    return EXIT_OK
+
+
+@app.command()
+def validate(config: ConfigOption = None) -> None:
+    """Check the config and every suite file; print every problem with file, path and line."""
+    with _exit_on_error():
+        loaded = _load(config)
+    cases = sum(len(s.cases) for s in loaded.suites.values())
+    typer.echo(
+        f"{loaded.path}: ok ({len(loaded.config.targets)} targets, "
+        f"{len(loaded.suites)} suites, {cases} cases)"
+    )
+
+
+@app.command()
+def compare(
+    target_a: Annotated[str, typer.Argument(metavar="TARGET_A")],
+    target_b: Annotated[str, typer.Argument(metavar="TARGET_B")],
+    suite: Annotated[str, typer.Option(help="The suite both targets answer.")],
+    config: ConfigOption = None,
+    report: Annotated[Path | None, typer.Option(help="Write both reports as JSON.")] = None,
+) -> None:
+    """A/B two targets on one suite; exit 1 when B is significantly worse than A."""
+    from ragcanary.cli.commands import compare_targets
+
+    with _exit_on_error():
+        loaded = _load(config)
+        for name in (target_a, target_b):
+            _pairs(loaded, suite, None)
+            if name not in loaded.config.targets:
+                raise UsageError(
+                    f"{name}: no such target; the config has: " + ", ".join(loaded.config.targets)
+                )
+        code, reports = asyncio.run(compare_targets(loaded, suite, target_a, target_b, Console()))
+    if report:
+        dump_reports(reports, report)
+    raise typer.Exit(code)
+
+
+@app.command()
+def bootstrap(
+    target: Annotated[str, typer.Option(help="Target to ask.")],
+    queries: Annotated[Path, typer.Option(help="One query per line (or .jsonl with 'query').")],
+    config: ConfigOption = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the draft here (default: stdout).")
+    ] = None,
+    depth: Annotated[int, typer.Option(help="Results to show per query.")] = 10,
+) -> None:
+    """Draft a suite from live results, for a person to label."""
+    from ragcanary.cli.commands import draft
+
+    with _exit_on_error():
+        loaded = _load(config)
+        if target not in loaded.config.targets:
+            raise UsageError(
+                f"--target {target}: no such target; the config has: "
+                + ", ".join(loaded.config.targets)
+            )
+        text = asyncio.run(draft(loaded, target, queries, depth))
+    if out:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}; label each case's `relevant:` from the listed results")
+    else:
+        sys.stdout.write(text)
+
+
+@import_app.command("beir")
+def import_beir(
+    directory: Annotated[Path, typer.Argument(metavar="DIR")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Suite file to write.")] = Path(
+        "suite.yaml"
+    ),
+    split: Annotated[str, typer.Option(help="qrels split to read.")] = "test",
+) -> None:
+    """Write a suite file from a BEIR dataset directory (queries.jsonl, qrels/SPLIT.tsv)."""
+    from ragcanary.cli.commands import import_collection
+
+    with _exit_on_error():
+        message = import_collection("beir", (directory,), out, split=split)
+    typer.echo(message)
+
+
+@import_app.command("trec")
+def import_trec(
+    qrels: Annotated[Path, typer.Argument(metavar="QRELS")],
+    topics: Annotated[Path, typer.Argument(metavar="TOPICS")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Suite file to write.")] = Path(
+        "suite.yaml"
+    ),
+) -> None:
+    """Write a suite file from TREC qrels and topics."""
+    from ragcanary.cli.commands import import_collection
+
+    with _exit_on_error():
+        message = import_collection("trec", (qrels, topics), out)
+    typer.echo(message)
+
+
+@app.command()
+def demo(
+    drift: Annotated[
+        str,
+        typer.Option(help="Start the retriever degraded: drop-docs, shift-scores, shuffle, down."),
+    ] = "normal",
+    port: Annotated[int, typer.Option(help="Port of the demo retriever (0: any free one).")] = 8088,
+    listen: Annotated[str, typer.Option(help="Where ragcanary serves metrics and the API.")] = (
+        "127.0.0.1:9464"
+    ),
+    every: Annotated[str, typer.Option(help="How often the canaries run.")] = "5s",
+    workdir: Annotated[
+        Path, typer.Option(help="Where the demo writes its config and data.")
+    ] = Path("ragcanary-demo"),
+    once: Annotated[
+        bool, typer.Option(help="Run the canaries once, print the table, exit.")
+    ] = False,
+    run_for: Annotated[
+        str | None, typer.Option("--for", help="Stop after this long, like 30s (default: Ctrl-C).")
+    ] = None,
+) -> None:
+    """Start the bundled demo retriever and the daemon watching it."""
+    from ragcanary.cli.commands import run_demo
+    from ragcanary.config.units import DURATION_HINT, parse_duration
+
+    with _exit_on_error():
+        try:
+            seconds = parse_duration(run_for) if run_for else None
+        except ValueError as exc:
+            raise UsageError(f"--for: {exc}; {DURATION_HINT}") from None
+        code = run_demo(drift, port, listen, every, workdir, Console(), once, seconds)
+    raise typer.Exit(code)
+
+
+@app.command()
+def serve(config: ConfigOption = None) -> None:
+    """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
+    from ragcanary.cli.commands import serve as run_daemon
+
+    with _exit_on_error():
+        path = config_path(config, os.environ)
+        code = run_daemon(path, os.environ)
+    raise typer.Exit(code)
+
+
+SuiteOption = Annotated[str, typer.Option(help="The suite.")]
+TargetOption = Annotated[str, typer.Option(help="The target.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@baseline_app.command("accept")
+def baseline_accept(
+    suite: SuiteOption,
+    target: TargetOption,
+    run_id: Annotated[
+        str | None, typer.Option("--run", help="Run to pin (default: latest successful).")
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Pin a run as the baseline of a suite on a target."""
+    from ragcanary.cli.commands import accept_baseline
+
+    with _exit_on_error():
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        pinned = accept_baseline(loaded, suite, target, run_id)
+    typer.echo(f"baseline of {suite} on {target} is now run {pinned}")
+
+
+@baseline_app.command("show")
+def baseline_show(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Show the pinned baselines."""
+    from ragcanary.cli.commands import show_baselines
+
+    with _exit_on_error():
+        show_baselines(_load(config), Console(), as_json)
+
+
+@app.command()
+def diff(
+    suite: SuiteOption,
+    target: TargetOption,
+    from_run: Annotated[
+        str | None, typer.Option("--from", help="Earlier run (default: the baseline).")
+    ] = None,
+    to_run: Annotated[
+        str | None, typer.Option("--to", help="Later run (default: the latest).")
+    ] = None,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What changed between two runs: metrics, ids that entered or left, score moves."""
+    from ragcanary.cli.commands import show_diff
+
+    with _exit_on_error():
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        show_diff(loaded, suite, target, from_run, to_run, Console(), as_json)
+
+
+@app.command()
+def history(
+    suite: SuiteOption,
+    case: Annotated[str, typer.Option(help="The canary's id.")],
+    target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+    since: Annotated[str, typer.Option(help="How far back, like 1h, 7d or 30d.")] = "7d",
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One canary over time: rank of each relevant id, top score, outcome."""
+    from ragcanary.cli.commands import show_history
+
+    with _exit_on_error():
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        show_history(loaded, suite, case, target, since, Console(), as_json)
+
+
+@app.command()
+def calibrate(
+    suite: SuiteOption,
+    target: TargetOption,
+    runs: Annotated[int, typer.Option(min=2, help="How many runs of the unchanged system.")] = 5,
+    config: ConfigOption = None,
+) -> None:
+    """Run the unchanged system N times; show the noise of every signal and fitting thresholds."""
+    from ragcanary.cli.commands import calibrate_noise
+
+    with _exit_on_error():
+        loaded = _load(config)
+        _pairs(loaded, suite, target)
+        asyncio.run(calibrate_noise(loaded, suite, target, runs, Console()))
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ragcanary {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
+    ] = False,
+) -> None:
+    """ragcanary: know before your users do that retrieval got worse."""
+
+
+def main() -> None:
+    app()

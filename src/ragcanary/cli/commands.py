@@ -1,0 +1,437 @@
+"""What each CLI command does, between parsing its arguments and printing its result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ragcanary.config.model import LoadedConfig
+from ragcanary.errors import UsageError
+from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.results import CaseResult, RunResult
+from ragcanary.probe.cycle import run_cycle
+from ragcanary.probe.target import make_client
+from ragcanary.reports.report import run_from_report, to_report, unanswered
+from ragcanary.reports.table import render_report
+
+if TYPE_CHECKING:
+    from ragcanary.store.storage import Store
+
+
+@contextmanager
+def _progress(console: Console, label: str, total: int) -> Iterator[Callable[[CaseResult], None]]:
+    """A progress bar on a terminal; silence elsewhere (CI logs stay clean)."""
+    if not console.is_terminal:
+        yield lambda _result: None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda _result: progress.advance(task)
+
+
+async def _evaluate_pair(
+    loaded: LoadedConfig,
+    suite: str,
+    target: str,
+    console: Console,
+    baseline: RunResult | None = None,
+) -> Evaluation:
+    cases = len(loaded.suites[suite].cases)
+    async with make_client(loaded.config.targets[target]) as client:
+        with _progress(console, f"{suite} → {target}", cases) as advance:
+            return await run_cycle(
+                loaded, suite, target, client, baseline=baseline, on_result=advance
+            )
+
+
+def _pick_baseline(
+    reports: Sequence[Mapping[str, Any]], suite: str, target: str
+) -> Mapping[str, Any] | None:
+    if not reports:
+        return None
+    for report in reports:
+        if report["suite"] == suite and report["target"] == target:
+            return report
+    same_suite = [r for r in reports if r["suite"] == suite]
+    if len(same_suite) == 1:
+        return same_suite[0]
+    raise UsageError(
+        f"--baseline holds no report for suite {suite!r} and target {target!r}; "
+        "pass a report written by `ragcanary run --report` for the same suite"
+    )
+
+
+def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
+    failed = unanswered(report)
+    if not failed:
+        return None
+    reasons = ", ".join(f"{o}={n}" for o, n in failed.items())
+    return f"warning: {report['suite']} → {report['target']}: unanswered queries ({reasons})"
+
+
+async def run_once(
+    loaded: LoadedConfig,
+    pairs: Sequence[tuple[str, str]],
+    baselines: Sequence[Mapping[str, Any]],
+    console: Console,
+) -> list[dict[str, Any]]:
+    """`ragcanary run`: one cycle of every pair, printed as it finishes, reports returned."""
+    reports = []
+    for suite, target in pairs:
+        chosen = _pick_baseline(baselines, suite, target)
+        baseline = run_from_report(chosen, loaded.suites[suite]) if chosen else None
+        evaluation = await _evaluate_pair(loaded, suite, target, console, baseline)
+        report = to_report(evaluation)
+        console.print(render_report(report))
+        warning = _unanswered_warning(report)
+        if warning:
+            Console(stderr=True).print(warning, style="yellow", markup=False)
+        reports.append(report)
+    return reports
+
+
+async def compare_targets(
+    loaded: LoadedConfig, suite: str, target_a: str, target_b: str, console: Console
+) -> tuple[int, list[dict[str, Any]]]:
+    """`ragcanary compare`: both targets on one suite, B judged with A as its baseline."""
+    first = await _evaluate_pair(loaded, suite, target_a, console)
+    second = await _evaluate_pair(loaded, suite, target_b, console, baseline=first.run)
+    reports = [to_report(first), to_report(second)]
+    for evaluation in (first, second):
+        if evaluation.verdict.outcome == "unavailable":
+            console.print(
+                f"[yellow]{evaluation.run.target} was unavailable "
+                f"(coverage {evaluation.run.coverage:.0%}); nothing to compare[/]"
+            )
+            return 3, reports
+    console.print(_compare_table(second, target_a, target_b))
+    drops = [f for f in second.verdict.failures if f.kind == "drop"]
+    for failure in drops:
+        console.print(f"[red]✗ {target_b}: {failure.message}[/]", markup=True, highlight=False)
+    if not drops:
+        console.print(f"[green]{target_b} is not significantly worse than {target_a}[/]")
+    return (1 if drops else 0), reports
+
+
+def _compare_table(evaluation: Evaluation, a: str, b: str) -> Table:
+    table = Table(title=f"{a} (A) vs {b} (B) on {evaluation.run.suite}", title_justify="left")
+    for col in ("metric", "A", "B", "Δ (B-A)", "p (B<A)", "95% CI", "win/tie/loss"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for metric, c in evaluation.verdict.changes.items():
+        table.add_row(
+            metric,
+            f"{c.baseline:.4f}",
+            f"{c.current:.4f}",
+            f"{c.delta:+.4f}",
+            f"{c.p_value:.4f}",
+            f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]",
+            f"{c.wins}/{c.ties}/{c.losses}",
+        )
+    return table
+
+
+async def draft(loaded: LoadedConfig, target: str, queries: Path, depth: int) -> str:
+    """`ragcanary bootstrap`: a draft suite from live answers."""
+    from ragcanary.probe.bootstrap import draft_suite, read_queries
+    from ragcanary.probe.target import HttpTarget
+    from ragcanary.redact import Redactor
+
+    texts = read_queries(queries)
+    cfg = loaded.config.targets[target]
+    async with make_client(cfg) as client:
+        http = HttpTarget(target, cfg, client, redact=Redactor(loaded.secrets))
+        return await draft_suite(http, texts, depth, concurrency=cfg.concurrency)
+
+
+def import_collection(kind: str, paths: Sequence[Path], out: Path, split: str = "test") -> str:
+    """`ragcanary import beir|trec`: write a suite file and say what was written."""
+    from ragcanary.suites.importers import read_beir, read_trec
+    from ragcanary.suites.suite import dump_suite
+
+    imported = read_beir(paths[0], split) if kind == "beir" else read_trec(paths[0], paths[1])
+    dump_suite(imported.cases, out)
+    skipped = (
+        f"; skipped {imported.skipped} queries without relevant documents"
+        if imported.skipped
+        else ""
+    )
+    return f"wrote {len(imported.cases)} cases to {out}{skipped}"
+
+
+def run_demo(
+    mode: str,
+    port: int,
+    listen: str,
+    every: str,
+    workdir: Path,
+    console: Console,
+    once: bool = False,
+    run_for: float | None = None,
+) -> int:
+    """`ragcanary demo`: the bundled retriever and the daemon watching it (or one gated run)."""
+    import asyncio
+    import shutil
+    import sys
+
+    from ragcanary.config.model import load_config
+    from ragcanary.demo.retriever import MODES, BackgroundServer
+
+    if mode not in MODES:
+        raise UsageError(f"--drift {mode}: unknown mode; use one of {', '.join(MODES)}")
+    with BackgroundServer(port=port, mode=mode) as retriever:
+        path = write_demo_config(workdir, retriever.port, listen, every)
+        loaded = load_config(path, {})
+        console.print(
+            f"demo retriever: {retriever.url} (mode [bold]{mode}[/]); config: {path}",
+            soft_wrap=True,
+        )
+        if once:
+            reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
+            return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
+        api = f"http://{loaded.config.listen}"
+        # After `make demo` the command lives in .venv/bin, not on PATH: show one that runs.
+        cli = "ragcanary" if shutil.which("ragcanary") else f"{sys.executable} -m ragcanary"
+        console.print(
+            f"""ragcanary is watching it every {every}:
+  metrics     {api}/metrics
+  runs        {api}/api/v1/runs?suite=demo&target=demo-bm25
+  API docs    {api}/docs
+Switch the retriever into an incident while it runs (drop-docs, shift-scores, shuffle, down):
+  curl -X POST {retriever.url}/mode -H 'content-type: application/json' -d '{{"mode": "drop-docs"}}'
+Then see what changed:
+  {cli} diff -c {path} --suite demo --target demo-bm25
+  curl -s {api}/metrics | grep -E 'ragcanary_(hit_rate|regression|rank_overlap|score_drift)'
+Ctrl-C stops the demo.""",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,  # never break the commands a newcomer copies
+        )
+        return serve(path, {}, run_for=run_for)
+
+
+DEMO_CONFIG = """\
+# Written by `ragcanary demo`: the bundled BM25 retriever and its hand-labelled suite.
+storage: sqlite:///{workdir}/ragcanary.db
+listen: {listen}
+targets:
+  demo-bm25:
+    url: http://127.0.0.1:{port}/search
+    method: POST
+    body: {{q: "{{query}}", limit: "{{k}}"}}
+    results: hits
+    id: id
+    score: score
+    timeout: 5s
+    concurrency: 8
+suites:
+  demo:
+    cases: suite.yaml
+    targets: [demo-bm25]
+    every: {every}
+    k: [1, 3, 5, 10]
+    depth: 10
+    thresholds:
+      hit_rate: {{5: 0.6}}
+      max_drop: 0.02
+"""
+
+
+def write_demo_config(workdir: Path, port: int, listen: str, every: str) -> Path:
+    """Write the demo's config and suite into ``workdir`` with a fresh database; return the config.
+
+    Each demo starts from an empty database so that a baseline left by an earlier demo,
+    perhaps in a degraded mode, cannot confuse a newcomer.
+    """
+    from importlib.resources import files
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    for leftover in workdir.glob("ragcanary.db*"):
+        leftover.unlink()
+    suite = files("ragcanary.demo").joinpath("suite.yaml").read_text(encoding="utf-8")
+    (workdir / "suite.yaml").write_text(suite, encoding="utf-8")
+    path = workdir / "ragcanary.yaml"
+    text = DEMO_CONFIG.format(port=port, workdir=workdir.resolve(), listen=listen, every=every)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None = None) -> int:
+    """`ragcanary serve`: load the config, set up logging once, run the daemon until stopped.
+
+    ``run_for`` stops it after that many seconds (the demo's ``--for``).
+    """
+    import asyncio
+    import os
+
+    from ragcanary.config.model import load_config
+    from ragcanary.logs import RedactSecrets, configure_logging
+    from ragcanary.serve.daemon import Daemon
+
+    loaded = load_config(config_file, environ)
+    redactor = RedactSecrets(loaded.secrets)
+    configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
+    daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
+
+    async def main() -> int:
+        if run_for is not None:
+            asyncio.get_running_loop().call_later(run_for, daemon.request_stop, "--for elapsed")
+        return await daemon.run()
+
+    return asyncio.run(main())
+
+
+def _store(loaded: LoadedConfig) -> Store:
+    from ragcanary.store.storage import Store
+
+    store = Store.from_url(loaded.config.storage)
+    store.migrate()
+    return store
+
+
+def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str | None) -> str:
+    """`ragcanary baseline accept`: pin ``run_id``, by default the latest successful run."""
+    store = _store(loaded)
+    try:
+        if run_id is None:
+            latest = store.latest_run(suite, target, outcome="ok")
+            if latest is None:
+                raise UsageError(
+                    f"no successful run of suite {suite!r} on target {target!r} stored yet; "
+                    "let the daemon run once or pass --run"
+                )
+            run_id = str(latest["run_id"])
+        report = store.get_report(run_id)
+        if report is None or (report["suite"], report["target"]) != (suite, target):
+            raise UsageError(f"--run {run_id}: no run of suite {suite!r} on target {target!r}")
+        store.set_baseline(suite, target, run_id)
+        return run_id
+    finally:
+        store.close()
+
+
+def show_baselines(loaded: LoadedConfig, console: Console, as_json: bool) -> None:
+    """`ragcanary baseline show`."""
+    store = _store(loaded)
+    try:
+        rows = store.baselines()
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(data=rows, default=str)
+        return
+    table = Table(title="pinned baselines", title_justify="left")
+    for col in ("suite", "target", "run", "pinned at"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
+    console.print(table if rows else "no baseline pinned yet")
+
+
+def show_diff(
+    loaded: LoadedConfig,
+    suite: str,
+    target: str,
+    from_run: str | None,
+    to_run: str | None,
+    console: Console,
+    as_json: bool,
+) -> None:
+    """`ragcanary diff`."""
+    from ragcanary.reports.oncall import run_diff
+    from ragcanary.reports.table import render_diff
+
+    store = _store(loaded)
+    try:
+        diff = run_diff(store, suite, target, from_run, to_run, loaded.config.suites[suite].depth)
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(data=diff, default=str)
+    else:
+        console.print(render_diff(diff))
+
+
+def show_history(
+    loaded: LoadedConfig,
+    suite: str,
+    case: str,
+    target: str | None,
+    since: str,
+    console: Console,
+    as_json: bool,
+) -> None:
+    """`ragcanary history`."""
+    from datetime import timedelta
+
+    from ragcanary.config.units import DURATION_HINT, parse_duration
+    from ragcanary.reports.oncall import case_history
+    from ragcanary.reports.table import render_history
+
+    cases = loaded.suites[suite].by_id
+    if case not in cases:
+        raise UsageError(f"--case {case}: no such case in suite {suite!r}")
+    try:
+        window = timedelta(seconds=parse_duration(since))
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
+    store = _store(loaded)
+    try:
+        rows = case_history(store, suite, cases[case], target, window)
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(data=rows, default=str)
+    else:
+        console.print(render_history(suite, case, rows))
+
+
+async def calibrate_noise(
+    loaded: LoadedConfig, suite: str, target: str, runs: int, console: Console
+) -> None:
+    """`ragcanary calibrate`: N runs of the unchanged system and the noise they show."""
+    from ragcanary.measure.calibrate import measure_noise
+
+    results = []
+    for i in range(runs):
+        evaluation = await _evaluate_pair(loaded, suite, target, console)
+        console.print(
+            f"run {i + 1}/{runs}: coverage {evaluation.run.coverage:.0%}, "
+            f"{evaluation.run.duration_s:.2f}s"
+        )
+        results.append(evaluation.run)
+    noise = measure_noise(results, loaded.config.suites[suite])
+    table = Table(
+        title=f"noise over {noise.runs} runs of {suite} on {target}", title_justify="left"
+    )
+    for col in ("signal", "mean", "std", "min", "max"):
+        table.add_column(col, justify="left" if col == "signal" else "right")
+    signals = {
+        **noise.metrics,
+        "rank overlap (RBO vs run 1)": noise.rank_overlap,
+        "|score Δ| vs run 1": noise.score_delta,
+        "|top score Δ| vs run 1": noise.top_score_delta,
+        "coverage": noise.coverage,
+    }
+    for name, spread in signals.items():
+        if spread is None:
+            continue
+        table.add_row(
+            name, *(f"{v:.4f}" for v in (spread.mean, spread.std, spread.low, spread.high))
+        )
+    console.print(table)
+    console.print(f"suggested thresholds (suites.{suite}.thresholds):")
+    for key, value in noise.suggested.items():
+        console.print(f"  {key}: {value:g}")

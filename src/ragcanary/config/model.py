@@ -1,0 +1,470 @@
+"""The configuration model (``ragcanary.yaml``) and loading it with precise, located errors."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+import jmespath
+import jmespath.exceptions
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from ragcanary.config.environment import EnvOverrides, expand
+from ragcanary.config.problems import explain, show, suggest
+from ragcanary.config.problems import fix_error as _fix
+from ragcanary.config.units import DURATION_HINT, RATE_HINT, parse_duration, parse_rate
+from ragcanary.config.yamlfile import Document, dotted, load_yaml, read_text
+from ragcanary.errors import ConfigError, Problem
+from ragcanary.redact import Redactor
+from ragcanary.suites.suite import Suite, load_suite
+
+
+def _quote(value: Any) -> str:
+    """A value as a validator's message names it: scalars whole, containers by their kind.
+
+    Not shortened like ``show`` does: a message is redacted after it is built, and a
+    secret cut in half by shortening would no longer be recognised.
+    """
+    return show(value) if isinstance(value, dict | list) or value is None else repr(value)
+
+
+def _duration(value: Any) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise _fix(f"{_quote(value)} is not a duration", DURATION_HINT) from None
+    if seconds <= 0:  # no timeout or interval of ours can be zero
+        raise _fix(f"{value!r} is not a duration above 0", DURATION_HINT)
+    return seconds
+
+
+def _rate(value: Any) -> float:
+    try:
+        return parse_rate(value)
+    except ValueError as exc:
+        scalar = isinstance(value, str | int | float)
+        raise _fix(str(exc) if scalar else f"{_quote(value)} is not a rate", RATE_HINT) from None
+
+
+Seconds = Annotated[float, BeforeValidator(_duration)]
+PerSecond = Annotated[float, BeforeValidator(_rate)]
+Floor = Annotated[float, Field(ge=0, le=1)]
+Floors = dict[Annotated[int, Field(gt=0)], Floor]  # k -> lowest acceptable value
+
+FLOOR_METRICS = ("hit_rate", "precision", "recall", "ndcg", "map")
+DEFAULT_EVERY = 300.0
+_URL_EXAMPLE = "http://127.0.0.1:8088/search"
+_LISTEN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
+_STORAGE = re.compile(r"sqlite(\+pysqlite)?://(/.*)?|postgresql\+psycopg://\S+")
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetConfig(_Strict):
+    """How to ask one retriever endpoint for results and read its answer."""
+
+    url: str
+    method: Literal["GET", "POST"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None  # JSON body template for POST; {query} and {k} are filled in
+    params: dict[str, Any] = Field(default_factory=dict)  # query-string template
+    results: str = "hits"  # JMESPath to the list of hits
+    id: str = "id"  # JMESPath inside a hit
+    score: str | None = "score"  # JMESPath inside a hit; None when the target gives no score
+    timeout: Seconds = 5.0
+    concurrency: int = Field(default=8, ge=1)
+    rate_limit: PerSecond | None = None
+    retries: int = Field(default=1, ge=0)
+    max_response_bytes: int = Field(default=10_000_000, ge=1)
+    verify_tls: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        try:
+            parts = urlsplit(url)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            valid = False
+        if not valid:
+            raise _fix(f"{url!r} is not an http(s) URL", f"write a full URL like {_URL_EXAMPLE}")
+        return url
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper_method(cls, method: Any) -> Any:
+        return method.upper() if isinstance(method, str) else method
+
+
+class Thresholds(_Strict):
+    """When a run fails: absolute floors per metric@k, and limits relative to the baseline.
+
+    In YAML the floors sit beside the limits: ``hit_rate: {5: 0.8}``, ``mrr: 0.5``.
+    """
+
+    hit_rate: Floors = Field(default_factory=dict)
+    precision: Floors = Field(default_factory=dict)
+    recall: Floors = Field(default_factory=dict)
+    ndcg: Floors = Field(default_factory=dict)
+    map: Floors = Field(default_factory=dict)
+    mrr: Floor | None = None
+    max_drop: float = Field(default=0.02, ge=0)
+    # 0.03, not 0.05: a shift of 0.05 under score jitter of sd 0.01 leaves only about half the
+    # pairs over 0.05, and the alert wants over half (docs/performance.md, detection quality).
+    score_drift: float = Field(default=0.03, ge=0)
+    min_rank_overlap: float | None = Field(default=0.7, ge=0, le=1)
+    significance: float = Field(default=0.05, gt=0, lt=1)
+
+    def floors(self) -> dict[str, float]:
+        """The absolute floors keyed like report metrics: ``{"hit_rate@5": 0.8, "mrr": 0.5}``."""
+        out = {
+            f"{metric}@{k}": floor
+            for metric in FLOOR_METRICS
+            for k, floor in sorted(getattr(self, metric).items())
+        }
+        if self.mrr is not None:
+            out["mrr"] = self.mrr
+        return out
+
+
+class SuiteConfig(_Strict):
+    """One suite: which cases, against which targets, how often, and what counts as failing."""
+
+    cases: str
+    targets: list[str] = Field(min_length=1)
+    every: Seconds | None = None  # every 5m when neither it nor cron is set
+    cron: str | None = None
+    k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10])
+    depth: int = Field(default=10, ge=1, validate_default=True)
+    baseline: Literal["pinned", "previous"] = "pinned"
+    min_coverage: float = Field(default=0.9, ge=0, le=1)
+    gain: Literal["linear", "exponential"] = "linear"
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    per_case_metrics: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_schedule(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("every") is None and data.get("cron") is None:
+            return {**data, "every": DEFAULT_EVERY}
+        return data
+
+    @field_validator("thresholds", mode="before")
+    @classmethod
+    def _no_thresholds(cls, value: Any) -> Any:
+        return {} if value is None else value  # a bare "thresholds:" means the defaults
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, cron: str | None, info: ValidationInfo) -> str | None:
+        if cron is None:
+            return None
+        # every is validated first and only defaulted when cron is absent, so set means written.
+        if info.data.get("every") is not None:
+            raise _fix("every and cron are both set", "keep only one of them")
+        try:
+            CronTrigger.from_crontab(cron, timezone=datetime.UTC)
+        except ValueError as exc:
+            raise _fix(
+                f"{cron!r} is not a cron expression ({exc})",
+                'write five fields (minute hour day month weekday), like "*/5 * * * *"',
+            ) from None
+        return cron
+
+    @field_validator("k")
+    @classmethod
+    def _cutoffs(cls, k: list[int]) -> list[int]:
+        if not k:
+            raise _fix("no cut-offs", "list the k to report, like [1, 5, 10]")
+        for index, value in enumerate(k):
+            if value < 1:
+                raise _fix(f"{value} is not a cut-off", "use whole numbers of 1 or more", index)
+        return sorted(set(k))  # reports list cut-offs in order, each once
+
+    @field_validator("depth")
+    @classmethod
+    def _deep_enough(cls, depth: int, info: ValidationInfo) -> int:
+        k = info.data.get("k")
+        if k and depth < max(k):
+            raise _fix(
+                f"depth {depth} is less than the largest k ({max(k)})",
+                f"set depth: {max(k)} or more (results asked for per query)",
+            )
+        return depth
+
+    @field_validator("thresholds")
+    @classmethod
+    def _floors_at_reported_k(cls, thresholds: Thresholds, info: ValidationInfo) -> Thresholds:
+        k = info.data.get("k")
+        if not k:
+            return thresholds
+        for metric in FLOOR_METRICS:
+            for cutoff in getattr(thresholds, metric):
+                if cutoff not in k:
+                    raise _fix(
+                        f"{metric}@{cutoff} is never computed: {cutoff} is not in k",
+                        f"add {cutoff} to k, or use one of {', '.join(map(str, k))}",
+                        metric,
+                        cutoff,
+                    )
+        return thresholds
+
+
+class Config(_Strict):
+    """The whole ``ragcanary.yaml``."""
+
+    storage: str = "sqlite:///ragcanary.db"
+    listen: str = "127.0.0.1:9464"
+    log_level: str = "info"
+    log_format: Literal["json", "console"] | None = None
+    admin_token: str | None = None
+    retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
+    retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones
+    targets: dict[str, TargetConfig] = Field(default_factory=dict)
+    suites: dict[str, SuiteConfig] = Field(default_factory=dict)
+
+    @field_validator("targets", "suites", mode="before")
+    @classmethod
+    def _none_yet(cls, value: Any) -> Any:
+        return {} if value is None else value  # a bare "targets:" while a config is drafted
+
+    @field_validator("storage")
+    @classmethod
+    def _sqlalchemy_url(cls, storage: str) -> str:
+        if not _STORAGE.fullmatch(storage):
+            shown = _hide_password(storage)
+            raise _fix(
+                f"{shown!r} is not a supported storage URL",
+                "write sqlite:///path/to/ragcanary.db or postgresql+psycopg://user@host/db",
+            )
+        return storage
+
+    @field_validator("listen", mode="before")
+    @classmethod
+    def _host_port(cls, listen: Any) -> Any:
+        # Before type checks, so that a bare port (read by YAML as a number) gets this fix too.
+        match = _LISTEN.fullmatch(listen) if isinstance(listen, str) else None
+        if not match or not 1 <= int(match.group(2)) <= 65535:
+            raise _fix(
+                f"{_quote(listen)} is not host:port",
+                "write it like 127.0.0.1:9464 or 0.0.0.0:9464",
+            )
+        return listen
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, level: str) -> str:
+        if level.lower() not in _LOG_LEVELS:
+            raise _fix(f"{level!r} is not a log level", f"write one of {', '.join(_LOG_LEVELS)}")
+        return level.lower()
+
+
+def _mentions_query(template: Any) -> bool:
+    if isinstance(template, str):
+        return "{query}" in template
+    if isinstance(template, Mapping):
+        return any(_mentions_query(v) for v in template.values())
+    if isinstance(template, list):
+        return any(_mentions_query(v) for v in template)
+    return False
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def _hide_password(url: str) -> str:
+    password = _password(url)
+    return url.replace(f":{password}@", ":***@", 1) if password else url
+
+
+# Loading ------------------------------------------------------------------------------------
+
+CONFIG_FILE = "ragcanary.yaml"
+_EXAMPLES = {"url": _URL_EXAMPLE, "cases": "suites/core.yaml", "targets": "[docs-search]"}
+
+
+def config_path(option: Path | None, environ: Mapping[str, str]) -> Path:
+    """The config file: ``--config``, else ``$RAGCANARY_CONFIG``, else ``./ragcanary.yaml``."""
+    if option is not None:
+        return option
+    return Path(environ.get("RAGCANARY_CONFIG") or CONFIG_FILE)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A valid config with its suites loaded, and the values that logs and the API must hide."""
+
+    config: Config
+    path: Path  # the config file
+    suites: dict[str, Suite]  # suite name -> its cases; suite files resolve beside the config
+    secrets: frozenset[str]  # every ${VAR} value, header value, admin token and URL password
+
+
+def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
+    """Read and validate the config at ``path`` and load every suite file it names.
+
+    ``${VAR}`` in string values is expanded from ``environ`` after parsing, and
+    ``RAGCANARY_*`` variables override top-level settings. Raises ``ConfigError``
+    listing every problem in the config and in its suite files.
+    """
+    file = str(path)
+    text = read_text(path, file, "create it, or pass --config FILE or set RAGCANARY_CONFIG")
+    raw, lines = load_yaml(text, file)
+    if raw is None:
+        raw = {}  # every setting has a default
+    if not isinstance(raw, dict):
+        fix = "start it with keys like storage:, targets: and suites:"
+        raise ConfigError([Problem(file, "", "the config is not a mapping of settings", fix, 1)])
+    expansion = expand(raw, environ)
+    overrides = EnvOverrides.read(environ)
+    data = {**expansion.data, **overrides}
+    doc = Document(file, data, lines)
+
+    secrets = _secrets(data, expansion.values)
+    redact = Redactor(secrets)
+    problems = [doc.problem(where, message, fix) for where, message, fix in expansion.failures]
+    config = None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where, message, fix = explain(error, data, Config, _EXAMPLES, hide=redact)
+            # A value whose ${VAR} failed is reported already; its leftover text would add noise.
+            if any(where[: len(failed)] == failed for failed, _, _ in expansion.failures):
+                continue
+            if len(where) == 1 and where[0] in overrides:
+                source = f"environment variable {EnvOverrides.variable(str(where[0]))}"
+                problems.append(Problem(source, dotted(where), message, fix))
+            else:
+                problems.append(doc.problem(where, message, fix))
+    suites, suite_problems = _load_suites(doc, path.parent)
+    problems += _check_targets(doc) + [p for p in suite_problems if p.file == file]
+    problems.sort(key=lambda p: (p.line is None, p.line or 0))  # the file's own, top to bottom
+    problems += [p for p in suite_problems if p.file != file]
+    problems = [
+        replace(
+            p,
+            file=redact(p.file),
+            path=redact(p.path),
+            message=redact(p.message),
+            fix=redact(p.fix),
+        )
+        for p in problems
+    ]
+    if problems or config is None:
+        raise ConfigError(problems)
+    return LoadedConfig(config, path, suites, secrets)
+
+
+def _check_targets(doc: Document) -> list[Problem]:
+    """What a target's fields cannot say alone: the query is sent, the response paths parse.
+
+    Checked here rather than on ``TargetConfig`` so that code building a target
+    directly (tests, adapters) is not held to the shape of a config file.
+    """
+    targets = doc.data.get("targets")
+    problems: list[Problem] = []
+    for name, target in targets.items() if isinstance(targets, dict) else ():
+        if not isinstance(target, dict):
+            continue
+        if not _mentions_query(target.get("body")) and not _mentions_query(target.get("params")):
+            problems.append(
+                doc.problem(
+                    ("targets", name),
+                    "neither body nor params mentions {query}, so the query is never sent",
+                    'add body: {q: "{query}"} (POST) or params: {q: "{query}"} (GET)',
+                )
+            )
+        for field in ("results", "id", "score"):
+            expression = target.get(field)
+            if not isinstance(expression, str):
+                continue
+            try:
+                jmespath.compile(expression)
+            except jmespath.exceptions.JMESPathError:
+                problems.append(
+                    doc.problem(
+                        ("targets", name, field),
+                        f"{expression!r} is not a JMESPath expression",
+                        "write a path like hits, data.matches or metadata.doc_id",
+                    )
+                )
+    return problems
+
+
+def _load_suites(doc: Document, base: Path) -> tuple[dict[str, Suite], list[Problem]]:
+    """Each suite's cases, and problems with its target names and suite file."""
+    raw_suites, raw_targets = doc.data.get("suites"), doc.data.get("targets")
+    if not isinstance(raw_suites, dict):
+        return {}, []
+    names = [str(name) for name in raw_targets] if isinstance(raw_targets, dict) else []
+    suites: dict[str, Suite] = {}
+    problems: list[Problem] = []
+    loaded: dict[Path, Suite | None] = {}  # a file shared by suites is loaded and reported once
+    for name, raw in raw_suites.items():
+        if not isinstance(raw, dict):
+            continue
+        targets = raw.get("targets")
+        for index, target in enumerate(targets if isinstance(targets, list) else []):
+            if isinstance(target, str) and target not in names:
+                fix = suggest(target, names, "define it under targets:")
+                where = ("suites", name, "targets", index)
+                problems.append(doc.problem(where, f"unknown target {target!r}", fix))
+        cases = raw.get("cases")
+        if not isinstance(cases, str) or not cases:
+            continue
+        file = base / cases
+        if file not in loaded:
+            loaded[file] = None
+            if not file.is_file():
+                fix = "correct the path (relative to the config file) or draft one with bootstrap"
+                message = f"suite file {str(file)!r} not found"
+                problems.append(doc.problem(("suites", name, "cases"), message, fix))
+                continue
+            try:
+                loaded[file] = load_suite(file, display_name=str(file))
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+        suite = loaded[file]
+        if suite is not None:
+            suites[str(name)] = suite
+    return suites, problems
+
+
+def _secrets(data: Mapping[str, Any], expanded: frozenset[str]) -> frozenset[str]:
+    secrets = set(expanded)
+    targets = data.get("targets")
+    for target in targets.values() if isinstance(targets, dict) else ():
+        headers = target.get("headers") if isinstance(target, dict) else None
+        if isinstance(headers, dict):
+            secrets.update(v for v in headers.values() if isinstance(v, str))
+        if isinstance(target, dict) and isinstance(target.get("url"), str):
+            secrets.add(_password(target["url"]) or "")
+    if isinstance(data.get("admin_token"), str):
+        secrets.add(data["admin_token"])
+    if isinstance(data.get("storage"), str):
+        secrets.add(_password(data["storage"]) or "")
+    secrets.discard("")
+    return frozenset(secrets)

@@ -1,0 +1,95 @@
+"""Calibration: how much every signal moves when nothing changed, and thresholds to match."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import fmean, pstdev
+
+from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.drift import compare_runs
+from ragcanary.measure.results import RunResult
+from ragcanary.measure.scoring import score_run
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Summary of one signal over the calibration runs."""
+
+    mean: float
+    std: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread | None:
+        if not values:
+            return None
+        return cls(fmean(values), pstdev(values), min(values), max(values))
+
+
+@dataclass(frozen=True)
+class Noise:
+    runs: int
+    metrics: dict[str, Spread]
+    rank_overlap: Spread | None  # RBO of each later run against the first
+    score_delta: Spread | None  # |score delta| of every (case, id) pair against the first run
+    top_score_delta: Spread | None
+    coverage: Spread
+    suggested: dict[str, float]
+
+
+def _up(value: float, step: float) -> float:
+    return round(math.ceil(value / step - 1e-9) * step, 6)
+
+
+def _down(value: float, step: float) -> float:
+    return round(math.floor(value / step + 1e-9) * step, 6)
+
+
+def measure_noise(runs: Sequence[RunResult], suite: SuiteConfig) -> Noise:
+    """How much every signal moves when nothing changed, and thresholds that would not cry wolf.
+
+    Suggestions: ``max_drop`` three standard deviations of the noisiest aggregate, or the widest
+    range an aggregate spanned when that is larger (at least 0.01); ``score_drift`` one and a
+    half times the largest score change seen (at least 0.01); ``min_rank_overlap`` 0.1 under the
+    lowest overlap seen.
+    """
+    if not runs:
+        raise ValueError("calibration needs at least one run")
+    scored = [score_run(r, suite.k, suite.depth, suite.gain) for r in runs]
+    names = sorted({m for s in scored for m in s.metrics})
+    metrics = {
+        m: spread
+        for m in names
+        if (spread := Spread.of([s.metrics[m] for s in scored if m in s.metrics])) is not None
+    }
+    rbos: list[float] = []
+    deltas: list[float] = []
+    tops: list[float] = []
+    for later in runs[1:]:
+        drift = compare_runs(later, runs[0], suite.depth, suite.thresholds.score_drift)
+        rbos.extend(c.rbo for c in drift.per_case.values())
+        deltas.extend(abs(d) for c in drift.per_case.values() for d in c.score_deltas.values())
+        tops.extend(abs(c.top1_delta) for c in drift.per_case.values() if c.top1_delta is not None)
+    coverage = Spread.of([r.coverage for r in runs])
+    assert coverage is not None
+    suggested = {
+        # With more than four runs 3 std can be less than the range (one outlying run): a
+        # threshold the unchanged system already crosses would page on its own noise.
+        "max_drop": _up(
+            max([max(3 * s.std, s.high - s.low) for s in metrics.values()] + [0.01]), 0.01
+        ),
+        "score_drift": _up(max([1.5 * d for d in deltas] + [0.01]), 0.01),
+        "min_rank_overlap": max(0.0, _down(min(rbos, default=1.0) - 0.1, 0.05)),
+    }
+    return Noise(
+        runs=len(runs),
+        metrics=metrics,
+        rank_overlap=Spread.of(rbos),
+        score_delta=Spread.of(deltas),
+        top_score_delta=Spread.of(tops),
+        coverage=coverage,
+        suggested=suggested,
+    )

@@ -1,0 +1,66 @@
+"""Plain records of one run: what the target answered for each case, and the run around them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, get_args
+
+from ragcanary.suites.suite import Case
+
+Outcome = Literal[
+    "ok",
+    "timeout",
+    "connect_error",
+    "http_4xx",
+    "http_5xx",
+    "rate_limited",
+    "bad_response",
+    "empty",
+]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+# An empty hit list is an answer (the retriever found nothing); every other non-ok
+# outcome means the query went unanswered and must not count as a miss.
+ANSWERED: frozenset[Outcome] = frozenset({"ok", "empty"})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one query to a target produced: the ranked ids in the target's order, or a failure."""
+
+    ids: tuple[str, ...]
+    scores: tuple[float | None, ...]
+    latency_s: float
+    outcome: Outcome
+    error: str | None = None  # human-readable reason when outcome is a failure; never a secret
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome in ANSWERED
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case of a suite and the target's answer to it."""
+
+    case: Case
+    answer: Answer
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One cycle of a suite against a target."""
+
+    suite: str
+    target: str
+    run_id: str
+    started_at: datetime
+    duration_s: float
+    results: tuple[CaseResult, ...]
+
+    @property
+    def coverage(self) -> float:
+        """Answered cases over all cases (1.0 for an empty suite)."""
+        if not self.results:
+            return 1.0
+        return sum(r.answer.answered for r in self.results) / len(self.results)

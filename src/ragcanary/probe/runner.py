@@ -1,0 +1,144 @@
+"""Running a suite against a target: bounded concurrency, a rate limit, results in suite order."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.probe.target import Target
+from ragcanary.suites.suite import Case, Suite
+
+ProgressCallback = Callable[[CaseResult], None]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RateLimiter:
+    """Spaces request starts at least ``1 / rate`` seconds apart, across all concurrent callers.
+
+    No burst is allowed: a target configured for 20/s never sees 20 requests in the
+    same millisecond. Each caller reserves its start slot before it waits, so concurrent
+    callers queue in arrival order without a lock.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate must be above 0, got {rate!r}")
+        self._interval = 1.0 / rate
+        self._clock = clock
+        self._sleep = sleep
+        self._next_slot: float | None = None
+
+    async def acquire(self) -> None:
+        """Return once the caller may start its request."""
+        now = self._clock()
+        slot = now if self._next_slot is None else max(now, self._next_slot)
+        self._next_slot = slot + self._interval
+        if slot > now:
+            await self._sleep(slot - now)
+
+
+class TargetGate:
+    """What every run against one target shares: its concurrency slots and its rate limit.
+
+    The daemon keeps one per target so that two suites running at once against the same
+    target still stay within its ``concurrency`` and ``rate_limit`` together.
+    """
+
+    def __init__(
+        self,
+        concurrency: int,
+        rate_limit: float | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency!r}")
+        self.concurrency = concurrency
+        self.slots = asyncio.Semaphore(concurrency)
+        self.limiter = RateLimiter(rate_limit, clock=clock, sleep=sleep) if rate_limit else None
+
+
+async def run_suite(
+    suite_name: str,
+    suite: Suite,
+    target: Target,
+    *,
+    depth: int,
+    concurrency: int,
+    rate_limit: float | None,
+    on_result: ProgressCallback | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    now: Callable[[], datetime] = _utc_now,
+    sleep: Sleep = asyncio.sleep,
+    run_id: str | None = None,
+    gate: TargetGate | None = None,
+) -> RunResult:
+    """Ask ``target`` every case of ``suite`` for its top ``depth`` and collect the answers.
+
+    At most ``concurrency`` queries are in flight and at most ``rate_limit`` start per
+    second. ``on_result`` is called as each case finishes; the returned results are in
+    suite order whatever order they finished in. Cancelling the call cancels every
+    query in flight. Runs given the same ``gate`` share its limits (``concurrency`` and
+    ``rate_limit`` are then the gate's).
+    """
+    gate = gate or TargetGate(concurrency, rate_limit, clock=clock, sleep=sleep)
+    started_at = now()
+    started = clock()
+    cases = suite.cases
+    results: list[CaseResult | None] = [None] * len(cases)
+    pending = iter(range(len(cases)))
+
+    async def worker() -> None:
+        # Workers share one iterator: no await between taking an index and owning it.
+        for index in pending:
+            async with gate.slots:
+                if gate.limiter is not None:
+                    await gate.limiter.acquire()
+                answer = await _ask(target, cases[index], depth, clock)
+            result = CaseResult(cases[index], answer)
+            results[index] = result
+            if on_result is not None:
+                on_result(result)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(gate.concurrency, len(cases))):
+                group.create_task(worker())
+    except BaseExceptionGroup as failed:
+        # Only a failing on_result gets here (searches cannot raise). Every worker calls the
+        # same callback, so the first failure speaks for all; raise it unwrapped.
+        raise failed.exceptions[0] from None
+    finished = tuple(r for r in results if r is not None)
+    return RunResult(
+        suite=suite_name,
+        target=target.name,
+        run_id=run_id or uuid.uuid4().hex,
+        started_at=started_at,
+        duration_s=clock() - started,
+        results=finished,
+    )
+
+
+async def _ask(target: Target, case: Case, depth: int, clock: Callable[[], float]) -> Answer:
+    """The target's answer; an adapter that breaks its no-raise promise still yields an outcome."""
+    started = clock()
+    try:
+        return await target.search(case.query, depth)
+    except Exception as exc:
+        reason = f"target adapter failed: {type(exc).__name__}"
+        return Answer((), (), clock() - started, "bad_response", reason)

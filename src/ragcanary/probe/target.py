@@ -1,0 +1,447 @@
+"""The generic HTTP target: fill a request template, ask the retriever, map its JSON to ranked ids.
+
+Nothing a target does escapes as an exception: every timeout, reset, HTTP error
+and malformed body becomes an ``Answer`` with a failure ``outcome`` and a short,
+redacted ``error``. httpx and jmespath errors are translated here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import re
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+import httpx
+import jmespath
+from jmespath.exceptions import JMESPathError
+
+from ragcanary import __version__
+from ragcanary.config.model import TargetConfig
+from ragcanary.errors import ConfigError, Problem
+from ragcanary.measure.results import Answer, Outcome
+from ragcanary.redact import Redactor
+
+BACKOFF_BASE_S = 0.2
+MAX_RETRY_DELAY_S = 30.0  # a Retry-After of an hour must not stall a canary cycle
+_RETRIED: frozenset[Outcome] = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
+_PLACEHOLDER = re.compile(r"\{(query|k)\}")
+_SECONDS = re.compile(r"\d+(\.\d+)?")
+# Text is cut for a message only after secrets are hidden in this much of it: a secret cut
+# in half first would no longer be recognised, and its first half would be shown.
+_SECRET_WINDOW = 4096
+# Only what _read_decoded inflates within its cap: httpx would inflate a whole network chunk
+# at once, and 64 kB of gzip can hold 64 MB.
+_ACCEPT_ENCODING = "gzip, deflate"
+_INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
+
+_Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # e.g. metadata.doc_id
+
+
+class Target(Protocol):
+    """A retriever that answers a query with ranked ids; failures come back in the ``Answer``."""
+
+    name: str
+
+    async def search(self, query: str, k: int) -> Answer:
+        """The top ``k`` for ``query`` in the target's order; never raises for target failures."""
+        ...
+
+
+def fill_template(template: Any, query: str, k: int) -> Any:
+    """``template`` with ``{query}`` and ``{k}`` filled into every string value, recursively.
+
+    Only those two placeholders are replaced (other braces stay, unlike ``str.format``),
+    in one pass so a query containing ``{k}`` is sent literally. A value that is exactly
+    ``"{k}"`` becomes the integer ``k``. Mapping keys are left as written.
+    """
+    if isinstance(template, str):
+        if template == "{k}":
+            return k
+        return _PLACEHOLDER.sub(lambda m: query if m.group(1) == "query" else str(k), template)
+    if isinstance(template, Mapping):
+        return {key: fill_template(value, query, k) for key, value in template.items()}
+    if isinstance(template, list | tuple):
+        return [fill_template(value, query, k) for value in template]
+    return template
+
+
+def retry_after_seconds(value: str, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or HTTP date); None if unreadable."""
+    value = value.strip()
+    if _SECONDS.fullmatch(value):
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def target_problems(name: str, config: TargetConfig, file: str) -> list[Problem]:
+    """Every JMESPath expression of ``config`` that does not compile, as located problems."""
+    problems = []
+    for field, expression in (
+        ("results", config.results),
+        ("id", config.id),
+        ("score", config.score),
+    ):
+        if expression is None:
+            continue
+        try:
+            jmespath.compile(expression)
+        except JMESPathError as exc:
+            problems.append(
+                Problem(
+                    file=file,
+                    path=f"targets.{name}.{field}",
+                    message=f"{expression!r} is not a JMESPath expression ({_first_line(exc)})",
+                    fix="write a path like hits, data.matches or metadata.doc_id",
+                )
+            )
+    return problems
+
+
+def make_client(config: TargetConfig) -> httpx.AsyncClient:
+    """The production client for one target: its TLS setting, redirects followed, our User-Agent."""
+    return httpx.AsyncClient(
+        verify=config.verify_tls,
+        follow_redirects=True,
+        timeout=config.timeout,
+        headers={"User-Agent": f"ragcanary/{__version__}"},
+    )
+
+
+def compile_path(expression: str) -> Callable[[Any], Any]:
+    """A function that applies the JMESPath ``expression`` to a parsed JSON document.
+
+    Plain dotted names (``hits``, ``metadata.doc_id``), which most targets need, are looked up
+    directly: jmespath walks its syntax tree with a new interpreter on every call, and three
+    paths per hit made it a quarter of our CPU per query. Both give the same result.
+    """
+    if not _DOTTED.fullmatch(expression):
+        return jmespath.compile(expression).search
+    names = expression.split(".")
+
+    def lookup(document: Any) -> Any:
+        for name in names:
+            # As jmespath's field: a key of an object, else null (and null stays null).
+            if not isinstance(document, dict):
+                return None
+            document = document.get(name)
+        return document
+
+    return lookup
+
+
+class _Failed(Exception):
+    """One attempt failed; carries the outcome, a reason for people and an optional Retry-After."""
+
+    def __init__(self, outcome: Outcome, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.outcome: Outcome = outcome
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class HttpTarget:
+    """A retriever behind any JSON-over-HTTP API, described by a ``TargetConfig``."""
+
+    def __init__(
+        self,
+        name: str,
+        config: TargetConfig,
+        client: httpx.AsyncClient,
+        *,
+        redact: Callable[[str], str] = lambda s: s,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.perf_counter,
+        jitter: Callable[[], float] = random.random,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """Compile the response paths once; raise ``ConfigError`` if one is not JMESPath.
+
+        ``jitter`` returns a number in [0, 1) that spreads each backoff over 0.5x-1.5x;
+        ``wall_clock`` is only used to read Retry-After dates.
+        """
+        problems = target_problems(name, config, file="config")
+        if problems:
+            raise ConfigError(problems)
+        self.name = name
+        self._config = config
+        self._client = client
+        self._sleep = sleep
+        self._clock = clock
+        self._jitter = jitter
+        self._wall_clock = wall_clock
+        self._results = compile_path(config.results)
+        self._id = compile_path(config.id)
+        self._score = compile_path(config.score) if config.score is not None else None
+        # Configured headers win, compared case-insensitively like HTTP does.
+        self._headers = httpx.Headers({"Accept-Encoding": _ACCEPT_ENCODING})
+        self._headers.update(config.headers)
+        own = Redactor(_secret_values(config))
+        self._redact: Callable[[str], str] = lambda text: redact(own(text))
+
+    async def search(self, query: str, k: int) -> Answer:
+        """Ask for the top ``k`` of ``query``, retrying transient failures with backoff."""
+        attempts = self._config.retries + 1
+        attempt = 0
+        while True:
+            started = self._clock()
+            try:
+                ids, scores = await self._attempt(query, k)
+            except _Failed as failure:
+                latency = self._clock() - started
+                attempt += 1
+                if failure.outcome not in _RETRIED or attempt >= attempts:
+                    reason = (
+                        failure.reason
+                        if attempt == 1
+                        else f"{failure.reason} (after {attempt} attempts)"
+                    )
+                    return Answer((), (), latency, failure.outcome, self._redact(reason))
+                await self._sleep(self._retry_delay(attempt - 1, failure))
+                continue
+            latency = self._clock() - started
+            return Answer(ids, scores, latency, "ok" if ids else "empty")
+
+    def _retry_delay(self, attempt: int, failure: _Failed) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, MAX_RETRY_DELAY_S)
+        return min(BACKOFF_BASE_S * 2.0**attempt * (0.5 + self._jitter()), MAX_RETRY_DELAY_S)
+
+    async def _attempt(self, query: str, k: int) -> _Ranked:
+        """One request and its parsed answer; raises ``_Failed`` for every kind of failure."""
+        timeout = self._config.timeout
+        hide = self._redact
+        received = False
+        try:
+            # The deadline covers the whole exchange: httpx's timeouts are per read, so a
+            # body that drips one byte a second would otherwise never time out.
+            async with asyncio.timeout(timeout):
+                response = await self._client.send(self._request(query, k), stream=True)
+                received = True
+                try:
+                    await self._check_status(response)
+                    body = await _read_capped(response, self._config.max_response_bytes)
+                finally:
+                    await response.aclose()
+        except _Failed:
+            raise
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise _Failed(
+                "timeout", f"no complete answer within {timeout:g}s ({_kind(exc)})"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise _Failed("connect_error", f"connection failed: {_describe(exc, hide)}") from exc
+        except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
+            raise _Failed("bad_response", f"unreadable response: {_describe(exc, hide)}") from exc
+        except Exception as exc:
+            # A bug or an unforeseen library error must still end as an outcome, not a crash.
+            outcome: Outcome = "bad_response" if received else "connect_error"
+            raise _Failed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
+        return self._parse(body, k)
+
+    def _request(self, query: str, k: int) -> httpx.Request:
+        config = self._config
+        body = fill_template(config.body, query, k) if config.method == "POST" else None
+        return self._client.build_request(
+            config.method,
+            config.url,
+            params=fill_template(config.params, query, k) or None,
+            json=body,
+            headers=self._headers,
+            timeout=httpx.Timeout(config.timeout),
+        )
+
+    async def _check_status(self, response: httpx.Response) -> None:
+        code = response.status_code
+        if 200 <= code < 300:
+            return
+        outcome: Outcome
+        if code == 429:
+            outcome = "rate_limited"
+        elif 500 <= code < 600:
+            outcome = "http_5xx"
+        elif 400 <= code < 500:
+            outcome = "http_4xx"
+        else:
+            raise _Failed(
+                "bad_response", f"unexpected HTTP {code} {response.reason_phrase}".strip()
+            )
+        reason = f"HTTP {code} {response.reason_phrase}".strip()
+        snippet = await _error_snippet(response, self._redact)
+        if snippet:
+            reason = f"{reason}: {snippet}"
+        retry_after = None
+        header = response.headers.get("retry-after")
+        if header is not None and code in (429, 503):
+            retry_after = retry_after_seconds(header, self._wall_clock())
+        raise _Failed(outcome, reason, retry_after)
+
+    def _parse(self, body: bytes, k: int) -> _Ranked:
+        hide = self._redact
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise _Failed("bad_response", f"response is not JSON: {_preview(body, hide)}") from exc
+        where = self._config.results
+        try:
+            hits = self._results(document)
+            if hits is None:
+                raise _Failed("bad_response", f"no list of hits at {where!r}")
+            if not isinstance(hits, list):
+                raise _Failed(
+                    "bad_response", f"{where!r} is {_show(hits, hide)}, not a list of hits"
+                )
+            # Only the top k are stored, so a malformed hit below the cut must not fail the query.
+            pairs = [self._hit(f"{where}[{i}]", hit) for i, hit in enumerate(hits[:k])]
+        except JMESPathError as exc:
+            raise _Failed(
+                "bad_response", f"cannot apply response paths: {_first_line(exc, hide)}"
+            ) from exc
+        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+
+    def _hit(self, where: str, hit: Any) -> tuple[str, float | None]:
+        hide = self._redact
+        raw_id = self._id(hit)
+        if raw_id is None or raw_id == "":
+            raise _Failed("bad_response", f"{where}: no id at {self._config.id!r}")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+            raise _Failed(
+                "bad_response",
+                f"{where}: id at {self._config.id!r} is {_show(raw_id, hide)}, "
+                "not a string or integer",
+            )
+        if self._score is None:
+            return str(raw_id), None
+        path = self._config.score
+        score = self._score(hit)
+        if score is None:
+            raise _Failed(
+                "bad_response",
+                f"{where}: no score at {path!r} (set score: null if the target returns none)",
+            )
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise _Failed(
+                "bad_response", f"{where}: score at {path!r} is {_show(score, hide)}, not a number"
+            )
+        if not math.isfinite(score):
+            raise _Failed(
+                "bad_response", f"{where}: score at {path!r} is {score}, not a finite number"
+            )
+        return str(raw_id), float(score)
+
+
+def _secret_values(config: TargetConfig) -> list[str]:
+    """Header values (and the credential after a scheme like ``Bearer``) and any URL password."""
+    secrets = []
+    for value in config.headers.values():
+        secrets.append(value)
+        secrets.append(value.split()[-1] if value.split() else value)
+    try:
+        password = httpx.URL(config.url).password
+    except (httpx.InvalidURL, TypeError, ValueError):
+        password = None
+    if password:
+        secrets.append(password)
+    return secrets
+
+
+async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The decoded body, refusing (and no longer reading) anything above ``limit`` bytes."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _Failed(
+            "bad_response", f"response larger than {limit} bytes (Content-Length {declared})"
+        )
+    body, whole = await _read_decoded(response, limit)
+    if not whole:
+        raise _Failed("bad_response", f"response larger than {limit} bytes")
+    return body
+
+
+async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the decoded body, and whether that is all of it.
+
+    The body is inflated here rather than by httpx, never more than one byte past ``limit``,
+    so a small compressed body cannot expand to gigabytes in memory.
+    """
+    if response.is_stream_consumed:
+        # A transport that read the body already (httpx.MockTransport): it is decoded and held.
+        held = response.content
+        return held[:limit], len(held) <= limit
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    inflater = None
+    if encoding not in ("", "identity"):
+        if encoding not in _INFLATE_WBITS:
+            raise _Failed("bad_response", f"unsupported Content-Encoding {encoding[:40]!r}")
+        # deflate: wbits 0 takes the window size from the zlib header.
+        inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
+    body = bytearray()
+    async for chunk in response.aiter_raw():
+        room = limit + 1 - len(body)
+        try:
+            body += inflater.decompress(chunk, room) if inflater is not None else chunk[:room]
+        except zlib.error as exc:
+            raise _Failed("bad_response", f"cannot decompress the {encoding} body: {exc}") from exc
+        if len(body) > limit:
+            return bytes(body[:limit]), False
+    return bytes(body), True
+
+
+async def _error_snippet(response: httpx.Response, hide: Callable[[str], str]) -> str:
+    """The start of an error body, one line, so a 400 can say which field the target disliked."""
+    try:
+        head, _ = await _read_decoded(response, _SECRET_WINDOW)
+    except _Failed:
+        return ""
+    text = " ".join(head.decode("utf-8", "replace").split())
+    if text.startswith("<"):
+        return "(an HTML page)"
+    return _excerpt(text, 120, hide)
+
+
+def _preview(body: bytes, hide: Callable[[str], str]) -> str:
+    text = " ".join(body[:_SECRET_WINDOW].decode("utf-8", "replace").split())
+    if not text:
+        return "the body is empty"
+    if text.startswith("<"):
+        return f"it looks like HTML ({_excerpt(text, 40, hide)!r})"
+    return f"it starts with {_excerpt(text, 40, hide)!r}"
+
+
+def _show(value: Any, hide: Callable[[str], str]) -> str:
+    """A short JSON rendering of a value for an error message."""
+    return _excerpt(json.dumps(value, ensure_ascii=False, default=str), 40, hide)
+
+
+def _excerpt(text: str, limit: int, hide: Callable[[str], str]) -> str:
+    """At most ``limit`` characters of ``text``, secrets hidden before it is cut."""
+    shown = hide(text[: limit + _SECRET_WINDOW])
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def _kind(exc: BaseException) -> str:
+    return "overall deadline" if isinstance(exc, TimeoutError) else type(exc).__name__
+
+
+def _describe(exc: BaseException, hide: Callable[[str], str]) -> str:
+    text = _first_line(exc, hide)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _first_line(exc: BaseException, hide: Callable[[str], str] = str) -> str:
+    lines = str(exc).strip().splitlines()
+    return _excerpt(lines[0], 200, hide) if lines else ""

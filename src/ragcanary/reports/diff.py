@@ -1,0 +1,97 @@
+"""The on-call diff of two runs of a suite: which canaries got worse, which ids entered or left."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ragcanary.measure.comparison import compare_lists
+
+_EPS = 1e-9
+
+
+def _changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Metrics present on both sides whose value moved."""
+    return {
+        name: {"from": before[name], "to": after[name], "delta": after[name] - before[name]}
+        for name in before
+        if name in after
+        and before[name] is not None
+        and after[name] is not None
+        and abs(after[name] - before[name]) > _EPS
+    }
+
+
+def _scores(entry: Mapping[str, Any]) -> list[float | None]:
+    scores = list(entry.get("scores") or [])
+    return scores if len(scores) == len(entry.get("ids") or []) else [None] * len(entry["ids"])
+
+
+def diff_case(before: Mapping[str, Any], after: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """How one case moved between two report entries of it."""
+    comparison = compare_lists(
+        before.get("ids") or [], _scores(before), after.get("ids") or [], _scores(after), k=k
+    )
+    return {
+        "id": after["id"],
+        "query": after.get("query"),
+        "outcome": {"from": before.get("outcome"), "to": after.get("outcome")},
+        "metrics": _changes(before.get("metrics") or {}, after.get("metrics") or {}),
+        "rbo": comparison.rbo,
+        "entered": [{"id": e.id, "rank": e.rank, "score": e.score} for e in comparison.entered],
+        "left": [{"id": e.id, "rank": e.rank, "score": e.score} for e in comparison.left],
+        "moves": [{"id": m.id, "from": m.before, "to": m.after} for m in comparison.moves],
+        "score_deltas": dict(comparison.score_deltas),
+        "top_score_delta": comparison.top1_delta,
+    }
+
+
+def _changed(case: Mapping[str, Any]) -> bool:
+    return bool(
+        case["metrics"]
+        or case["entered"]
+        or case["left"]
+        or case["moves"]
+        or case["outcome"]["from"] != case["outcome"]["to"]
+        or any(abs(d) > _EPS for d in case["score_deltas"].values())
+    )
+
+
+def _severity(case: Mapping[str, Any]) -> tuple[float, float, str]:
+    """Sort key: the largest metric drop first, then the lowest rank overlap."""
+    worst = min((c["delta"] for c in case["metrics"].values()), default=0.0)
+    return (worst, case["rbo"], case["id"])
+
+
+def diff_reports(
+    before: Mapping[str, Any], after: Mapping[str, Any], k: int | None = None
+) -> dict[str, Any]:
+    """Everything that changed from run ``before`` to run ``after``, worst cases first.
+
+    ``k`` bounds the entered/left comparison (default: the longest list either run returned).
+    Cases present in only one run are listed by id under ``added``/``removed``.
+    """
+    old = {c["id"]: c for c in before.get("cases") or []}
+    new = {c["id"]: c for c in after.get("cases") or []}
+    depth = k or max([len(c.get("ids") or []) for c in (*old.values(), *new.values())], default=1)
+    cases = [diff_case(old[i], new[i], max(depth, 1)) for i in new if i in old]
+    changed = sorted((c for c in cases if _changed(c)), key=_severity)
+    return {
+        "suite": after.get("suite"),
+        "target": after.get("target"),
+        "from": {
+            "run_id": before.get("run_id"),
+            "started_at": before.get("started_at"),
+            "outcome": before.get("outcome"),
+        },
+        "to": {
+            "run_id": after.get("run_id"),
+            "started_at": after.get("started_at"),
+            "outcome": after.get("outcome"),
+        },
+        "metrics": _changes(before.get("metrics") or {}, after.get("metrics") or {}),
+        "cases": changed,
+        "unchanged": len(cases) - len(changed),
+        "added": sorted(set(new) - set(old)),
+        "removed": sorted(set(old) - set(new)),
+    }

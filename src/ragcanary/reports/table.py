@@ -1,0 +1,191 @@
+"""Rich renderings of reports for the terminal: the run table, regressions and worst cases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ragcanary.reports.report import unanswered
+
+_STYLE = {"ok": "bold green", "regression": "bold red", "unavailable": "bold yellow"}
+_LABEL = {"ok": "PASS", "regression": "REGRESSION", "unavailable": "UNAVAILABLE"}
+
+
+def _fmt(value: Any, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:+.4f}" if signed else f"{value:.4f}"
+    return str(value)
+
+
+def metrics_table(report: Mapping[str, Any]) -> Table:
+    """Aggregates as a grid, one row a metric and one column a cut-off.
+
+    With a baseline each cell also shows the delta; a drop that failed the run is red.
+    """
+    baseline = report.get("baseline") or {}
+    deltas = baseline.get("deltas", {})
+    failed = {f["metric"] for f in report.get("failures", []) if f.get("kind") in ("drop", "floor")}
+    rows: dict[str, dict[str, str]] = {}
+    for key in report["metrics"]:
+        name, _, k = key.partition("@")
+        rows.setdefault(name, {})[k] = key
+    ks = sorted({k for cols in rows.values() for k in cols if k}, key=int)
+    table = Table(title="metrics" + (" (Δ vs baseline)" if baseline else ""), title_justify="left")
+    # Metrics without a cut-off (mrr) get a last, unnamed column.
+    columns = ks + ([""] if any("" in cols for cols in rows.values()) else [])
+    table.add_column("metric")
+    for k in columns:
+        table.add_column(f"@{k}" if k else "", justify="right")
+    for name, cols in rows.items():
+        cells: list[Text] = []
+        for k in columns:
+            key = cols.get(k)
+            if key is None:
+                cells.append(Text(""))
+                continue
+            cell = Text(_fmt(report["metrics"][key]))
+            delta = deltas.get(key)
+            if baseline and delta is not None:
+                cell.append(f" {_fmt(delta, signed=True)}", style="red" if delta < 0 else "dim")
+            if key in failed:
+                cell.stylize("bold red")
+            cells.append(cell)
+        table.add_row(name, *cells)
+    return table
+
+
+def worst_cases(report: Mapping[str, Any], limit: int = 10) -> Table | None:
+    """Regressed cases, worst drop first, one row a case with its worst metric."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for reg in report.get("regressions", []):
+        seen.setdefault(reg["case"], reg)
+    if not seen:
+        return None
+    queries = {c["id"]: c["query"] for c in report["cases"]}
+    table = Table(title=f"regressed cases ({len(seen)}, worst first)", title_justify="left")
+    for col in ("case", "query", "metric", "baseline", "current"):
+        table.add_column(col, overflow="fold")
+    for case, reg in list(seen.items())[:limit]:
+        table.add_row(
+            case,
+            queries.get(case, ""),
+            reg["metric"],
+            _fmt(reg["baseline"]),
+            Text(_fmt(reg["current"]), style="red"),
+        )
+    return table
+
+
+def summary_line(report: Mapping[str, Any]) -> Text:
+    outcome = report["outcome"]
+    text = Text.assemble(
+        (_LABEL[outcome], _STYLE[outcome]),
+        f"  suite {report['suite']} · target {report['target']} · ",
+        f"coverage {report['coverage']:.0%} · {report['counts']['cases']} cases · ",
+        f"{report['duration_s']:.2f}s",
+    )
+    baseline = report.get("baseline")
+    if baseline:
+        text.append(
+            f" · vs {baseline['run_id'][:12]}: rank overlap {_fmt(baseline['rank_overlap'])}, "
+            f"score drift {_fmt(baseline['score_drift'])}"
+        )
+    return text
+
+
+def render_report(report: Mapping[str, Any]) -> RenderableType:
+    """Everything `ragcanary run` shows for one suite and target."""
+    parts: list[RenderableType] = [summary_line(report)]
+    if report["metrics"]:
+        parts.append(metrics_table(report))
+    worst = worst_cases(report)
+    if worst is not None:
+        parts.append(worst)
+    parts.extend(_failure_lines(report["failures"]))
+    failed = unanswered(report)
+    if failed:
+        reasons = ", ".join(f"{o}: {n}" for o, n in failed.items())
+        parts.append(Text(f"unanswered queries: {reasons}", style="yellow"))
+    return Group(*parts)
+
+
+def _failure_lines(failures: Sequence[Mapping[str, Any]]) -> list[Text]:
+    return [Text(f"✗ {f['message']}", style="red") for f in failures]
+
+
+def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
+    """`ragcanary diff`: what moved between two runs, worst cases first."""
+    head = Text.assemble(
+        (f"{diff['suite']} on {diff['target']}: ", "bold"),
+        f"{diff['from']['run_id'][:12]} ({diff['from']['started_at']}) → ",
+        f"{diff['to']['run_id'][:12]} ({diff['to']['started_at']})",
+    )
+    parts: list[RenderableType] = [head]
+    if diff["metrics"]:
+        metrics = Table(title="aggregate changes", title_justify="left")
+        for col in ("metric", "from", "to", "Δ"):
+            metrics.add_column(col, justify="left" if col == "metric" else "right")
+        for name, change in diff["metrics"].items():
+            style = "red" if change["delta"] < 0 else "green"
+            metrics.add_row(
+                name,
+                _fmt(change["from"]),
+                _fmt(change["to"]),
+                Text(_fmt(change["delta"], signed=True), style=style),
+            )
+        parts.append(metrics)
+    cases = Table(
+        title=f"changed cases ({len(diff['cases'])}, worst first; {diff['unchanged']} unchanged)",
+        title_justify="left",
+    )
+    for col in ("case", "worst change", "left the top-k", "entered the top-k", "RBO", "top Δ"):
+        cases.add_column(col, overflow="fold")
+    for case in diff["cases"][:limit]:
+        worst = min(case["metrics"].items(), key=lambda kv: kv[1]["delta"], default=None)
+        cases.add_row(
+            case["id"],
+            f"{worst[0]} {_fmt(worst[1]['from'])}→{_fmt(worst[1]['to'])}" if worst else "",
+            ", ".join(_entry(e) for e in case["left"]),
+            ", ".join(_entry(e) for e in case["entered"]),
+            _fmt(case["rbo"]),
+            _fmt(case["top_score_delta"], signed=True),
+        )
+    parts.append(cases)
+    if len(diff["cases"]) > limit:
+        parts.append(Text(f"… and {len(diff['cases']) - limit} more (--json shows all)"))
+    for label in ("added", "removed"):
+        if diff[label]:
+            parts.append(Text(f"cases {label}: {', '.join(diff[label])}"))
+    return Group(*parts)
+
+
+def _entry(entry: Mapping[str, Any]) -> str:
+    score = f" {entry['score']:.3f}" if isinstance(entry.get("score"), float) else ""
+    return f"{entry['id']} (#{entry['rank']}{score})"
+
+
+def render_history(suite: str, case: str, rows: Sequence[Mapping[str, Any]]) -> Table:
+    """`ragcanary history`: one canary over time, oldest first."""
+    table = Table(title=f"{suite} / {case}: {len(rows)} runs", title_justify="left")
+    relevant = sorted({doc for row in rows for doc in row["relevant_ranks"]})
+    # The run id is what `ragcanary diff --from/--to` takes, so it is shown whole.
+    for col in ("started", "run", "target", "outcome", "top id", "top score", *relevant):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        ranks = [row["relevant_ranks"].get(doc) for doc in relevant]
+        table.add_row(
+            str(row["started_at"]),
+            row["run_id"],
+            row["target"],
+            Text(row["outcome"], style="" if row["outcome"] in ("ok", "empty") else "yellow"),
+            row["top_id"] or "-",
+            _fmt(row["top_score"]),
+            *[f"#{r}" if r else Text("-", style="red") for r in ranks],
+        )
+    return table

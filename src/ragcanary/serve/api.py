@@ -1,0 +1,184 @@
+"""The HTTP API of `ragcanary serve`: metrics, health, reload, runs, diffs, history, baselines."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import FastAPI, Header, HTTPException, Query, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel
+
+from ragcanary import __version__
+from ragcanary.config.units import parse_duration
+from ragcanary.errors import UsageError
+from ragcanary.reports.oncall import case_history, run_diff
+from ragcanary.store.storage import StorageError
+
+if TYPE_CHECKING:
+    from ragcanary.serve.daemon import Daemon
+
+
+class BaselineRequest(BaseModel):
+    run_id: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """What every refused request answers: why, and what to do about it."""
+
+    detail: str
+
+
+_ERRORS = {
+    400: "the body is not JSON, or the new config is invalid (the old one keeps running)",
+    401: "missing or wrong bearer token",
+    403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
+    404: "no such run, case, or nothing stored yet to answer with",
+    503: "storage is unreachable",
+}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for the error statuses an operation answers besides 200 and 422."""
+    return {code: {"model": ErrorBody, "description": _ERRORS[code]} for code in codes}
+
+
+def _storage_down(exc: StorageError) -> HTTPException:
+    return HTTPException(503, f"storage unreachable: {exc}")
+
+
+def create_app(daemon: Daemon) -> FastAPI:
+    """The FastAPI app bound to one running daemon."""
+    app = FastAPI(title="ragcanary", version=__version__)
+
+    async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except StorageError as exc:
+            raise _storage_down(exc) from None
+        except UsageError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        # Not generate_latest(registry): that renders all pairs' series again on every scrape.
+        return Response(daemon.exporter.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "not ready; reason says why"}})
+    async def readyz() -> JSONResponse:
+        try:
+            await asyncio.to_thread(daemon.store.ping)
+            storage_ok, reason = True, None
+        except StorageError as exc:
+            storage_ok, reason = False, str(exc)
+        # Reachable is not ready while the tables are missing (a daemon started during an
+        # outage): create them now, or the API would fail on the first read after a 200.
+        if storage_ok and not await daemon.keeper.ensure_schema():
+            storage_ok, reason = False, "storage reachable, but its tables could not be created"
+        body = {"ready": storage_ok, "config": True, "storage": storage_ok, "reason": reason}
+        return JSONResponse(body, status_code=200 if storage_ok else 503)
+
+    @app.post("/-/reload", responses=_errors(400))
+    async def reload() -> JSONResponse:
+        ok = await daemon.reload()
+        body: dict[str, Any] = {"reloaded": ok}
+        if not ok:
+            body["reason"] = "the new config is invalid; see the logs; the old one keeps running"
+        return JSONResponse(body, status_code=200 if ok else 400)
+
+    @app.get("/api/v1/jobs")
+    async def jobs() -> dict[str, Any]:
+        return {"jobs": daemon.next_runs()}
+
+    @app.get("/api/v1/runs", responses=_errors(503))
+    async def runs(
+        suite: str | None = None,
+        target: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> dict[str, Any]:
+        return {"runs": await storage(daemon.store.list_runs, suite, target, limit)}
+
+    @app.get("/api/v1/runs/{run_id}", responses=_errors(404, 503))
+    async def run(run_id: str) -> dict[str, Any]:
+        report = await storage(daemon.store.get_report, run_id)
+        if report is None:
+            raise HTTPException(404, f"no run {run_id}")
+        return dict(report)
+
+    @app.get("/api/v1/diff", responses=_errors(404, 503))
+    async def diff(
+        suite: str,
+        target: str,
+        from_: Annotated[str | None, Query(alias="from")] = None,
+        to: str | None = None,
+    ) -> dict[str, Any]:
+        depth = (
+            daemon.loaded.config.suites[suite].depth
+            if suite in daemon.loaded.config.suites
+            else None
+        )
+        return dict(await storage(run_diff, daemon.store, suite, target, from_, to, depth))
+
+    @app.get("/api/v1/history", responses=_errors(404, 503))
+    async def history(
+        suite: str, case: str, target: str | None = None, since: str = "7d"
+    ) -> dict[str, Any]:
+        suites = daemon.loaded.suites
+        if suite not in suites or case not in suites[suite].by_id:
+            raise HTTPException(404, f"no case {case!r} in suite {suite!r}")
+        try:
+            window = parse_duration(since)
+        except ValueError as exc:
+            raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
+        from datetime import timedelta
+
+        rows = await storage(
+            case_history,
+            daemon.store,
+            suite,
+            suites[suite].by_id[case],
+            target,
+            timedelta(seconds=window),
+        )
+        return {"suite": suite, "case": case, "history": rows}
+
+    @app.get("/api/v1/baselines", responses=_errors(503))
+    async def baselines() -> dict[str, Any]:
+        return {"baselines": await storage(daemon.store.baselines)}
+
+    @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 503))
+    async def set_baseline(
+        suite: str,
+        target: str,
+        # No body at all means the same as {}: pin the latest successful run.
+        body: BaselineRequest | None = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        token = daemon.loaded.config.admin_token
+        if not token:
+            raise HTTPException(403, "admin API disabled: set RAGCANARY_ADMIN_TOKEN to enable it")
+        given = (authorization or "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            raise HTTPException(401, "missing or wrong bearer token")
+        run_id = body.run_id if body is not None else None
+        if run_id is None:
+            latest = await storage(daemon.store.latest_run, suite, target, outcome="ok")
+            if latest is None:
+                raise HTTPException(404, f"no successful run of {suite}/{target} to pin")
+            run_id = latest["run_id"]
+        report = await storage(daemon.store.get_report, run_id)
+        if report is None or report["suite"] != suite or report["target"] != target:
+            raise HTTPException(404, f"no run {run_id} of suite {suite} on target {target}")
+        try:
+            await daemon.set_baseline(suite, target, run_id)
+        except StorageError as exc:
+            raise _storage_down(exc) from None
+        return {"suite": suite, "target": target, "run_id": run_id}
+
+    return app

@@ -1,0 +1,434 @@
+"""The daemon's life as one object: start, schedule canary runs, reload, stop cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+import uvicorn
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from ragcanary.config.model import LoadedConfig, SuiteConfig, load_config
+from ragcanary.errors import ConfigError
+from ragcanary.logs import RedactSecrets
+from ragcanary.probe.cycle import run_cycle
+from ragcanary.probe.runner import TargetGate
+from ragcanary.probe.target import make_client
+from ragcanary.reports.report import run_from_report, to_report, unanswered
+from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.store.keeper import RunKeeper
+from ragcanary.store.storage import Store
+
+log = structlog.get_logger("ragcanary")
+
+# Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
+MAX_START_JITTER_S = 30.0
+CRON_JITTER_S = 10
+PRUNE_EVERY_S = 3600.0
+
+
+@dataclass(frozen=True)
+class JobKey:
+    suite: str
+    target: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite}/{self.target}"
+
+
+def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
+    """What the exporter must know of each configured suite."""
+    return {
+        name: SuitePairs(
+            targets=tuple(cfg.targets),
+            ks=tuple(cfg.k),
+            per_case_metrics=cfg.per_case_metrics,
+            case_ids=tuple(c.id for c in loaded.suites[name].cases),
+        )
+        for name, cfg in loaded.config.suites.items()
+    }
+
+
+def trigger_for(suite: SuiteConfig) -> BaseTrigger:
+    if suite.cron:
+        return CronTrigger.from_crontab(suite.cron, timezone=UTC, jitter=CRON_JITTER_S)
+    return IntervalTrigger(seconds=suite.every or 300.0, timezone=UTC)
+
+
+class _ApiServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: the daemon owns SIGTERM, SIGINT and SIGHUP."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Daemon:
+    """`ragcanary serve`: one process, one event loop, one object owning its whole life."""
+
+    def __init__(
+        self,
+        config_file: Path,
+        environ: Mapping[str, str],
+        loaded: LoadedConfig,
+        *,
+        exporter: Exporter | None = None,
+        redactor: RedactSecrets | None = None,
+        grace_s: float = 20.0,
+        rng: random.Random | None = None,
+        client_factory: Callable[..., httpx.AsyncClient] = make_client,
+    ) -> None:
+        self.config_file = config_file
+        self.environ = environ
+        self.loaded = loaded
+        self.exporter = exporter or Exporter()
+        self.redactor = redactor or RedactSecrets()
+        self.grace_s = grace_s
+        self.rng = rng or random.Random()
+        self.client_factory = client_factory
+        self.keeper = RunKeeper(Store.from_url(loaded.config.storage))
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._gates: dict[str, TargetGate] = {}  # shared limits of each target across suites
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
+        self._stop = asyncio.Event()
+        self._stopping = False
+        self.server: uvicorn.Server | None = None
+        self.redactor.update(loaded.secrets)
+
+    @property
+    def store(self) -> Store:
+        return self.keeper.store
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Start, serve until asked to stop, shut down; the process exit code."""
+        await self.startup()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.shutdown()
+        return 0
+
+    async def startup(self) -> None:
+        await self.keeper.ensure_schema()
+        self.exporter.load(suite_pairs(self.loaded))
+        self.exporter.set_reload_result(True)
+        self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
+        self._schedule_all()
+        self.scheduler.start()
+        self._install_signals()
+        await self._start_server()
+        log.info(
+            "started",
+            config=str(self.config_file),
+            listen=self.loaded.config.listen,
+            jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()],
+        )
+
+    async def shutdown(self) -> None:
+        """Stop scheduling, let the in-flight runs finish within the grace period, flush, exit."""
+        self._stopping = True
+        if self.scheduler.running:
+            # Pause, not shut down: APScheduler's shutdown cancels the jobs in flight at once,
+            # which would leave the grace period below nothing to wait for.
+            self.scheduler.pause()
+        running = [t for t in self._running.values() if not t.done()]
+        if running:
+            log.info("waiting for in-flight runs", runs=len(running), grace_s=self.grace_s)
+            _done, pending = await asyncio.wait(running, timeout=self.grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+                log.warning(
+                    "cancelled in-flight runs at the end of the grace period", runs=len(pending)
+                )
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        for client in self._clients.values():
+            await client.aclose()
+        if self._closing:
+            await asyncio.wait(self._closing, timeout=5)
+        if self.server is not None:
+            self.server.should_exit = True
+            if self._server_task is not None:
+                await asyncio.wait([self._server_task], timeout=5)
+        await self.keeper.close()
+        log.info("stopped")
+
+    def request_stop(self, reason: str = "signal") -> None:
+        if self._stop.is_set():
+            return
+        log.info("stopping", reason=reason)
+        self._stop.set()
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM")
+            loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+            loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+
+    def _on_sigint(self) -> None:
+        if self._stop.is_set():
+            log.warning("second SIGINT: exiting now")
+            os._exit(130)
+        self.request_stop("SIGINT")
+
+    def _on_sighup(self) -> None:
+        asyncio.get_running_loop().create_task(self.reload())
+
+    async def _start_server(self) -> None:
+        from ragcanary.serve.api import create_app
+
+        host, _, port = self.loaded.config.listen.rpartition(":")
+        config = uvicorn.Config(
+            create_app(self),
+            host=host.strip("[]") or "127.0.0.1",
+            port=int(port),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+        self.server = _ApiServer(config)
+        self._server_task: asyncio.Task[None] | None = asyncio.create_task(self.server.serve())
+        while not self.server.started:
+            if self._server_task.done():
+                self._server_task.result()  # re-raises why the server could not start
+                raise RuntimeError(f"HTTP server on {self.loaded.config.listen} did not start")
+            await asyncio.sleep(0.02)
+
+    # -- config reload ------------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """Load the config again; keep the running one when the new one is invalid."""
+        try:
+            loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
+        except ConfigError as exc:
+            self.exporter.set_reload_result(False)
+            log.error(
+                "config reload rejected; the previous config keeps running",
+                problems=[str(p) for p in exc.problems],
+            )
+            return False
+        if loaded.config.storage != self.loaded.config.storage:
+            log.warning("storage changed in the config; it takes effect after a restart")
+        if loaded.config.listen != self.loaded.config.listen:
+            log.warning("listen changed in the config; it takes effect after a restart")
+        self._gates = self._gates_to_keep(loaded)
+        self.loaded = loaded
+        self.redactor.update(loaded.secrets)
+        self._retire_clients()
+        self.exporter.load(suite_pairs(loaded))
+        self.exporter.set_reload_result(True)
+        self._schedule_all()
+        log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
+        return True
+
+    def _gates_to_keep(self, loaded: LoadedConfig) -> dict[str, TargetGate]:
+        """The gates of targets whose limits the new config leaves as they were.
+
+        Runs still in flight hold the old gate: a fresh one would let the new config's runs
+        start beside them and exceed the target's concurrency and rate limit together.
+        """
+        old, new = self.loaded.config.targets, loaded.config.targets
+        return {
+            name: gate
+            for name, gate in self._gates.items()
+            if name in new
+            and (new[name].concurrency, new[name].rate_limit)
+            == (old[name].concurrency, old[name].rate_limit)
+        }
+
+    def _retire_clients(self) -> None:
+        """New runs get new clients (the targets may have changed); old ones close when idle.
+
+        Closing a client under a run in flight would fail its remaining queries and turn a
+        mere reload into an "unavailable" run.
+        """
+        clients, self._clients = list(self._clients.values()), {}
+        runs = [t for t in self._running.values() if not t.done()]
+        closing = asyncio.get_running_loop().create_task(self._close_clients(clients, runs))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close_clients(
+        clients: list[httpx.AsyncClient], runs: list[asyncio.Task[None]]
+    ) -> None:
+        if runs:
+            await asyncio.wait(runs)
+        for client in clients:
+            await client.aclose()
+
+    # -- scheduling -----------------------------------------------------------------------
+
+    def _schedule_all(self) -> None:
+        self.scheduler.remove_all_jobs()
+        now = datetime.now(UTC)
+        self.scheduler.add_job(
+            self.prune,
+            IntervalTrigger(seconds=PRUNE_EVERY_S, timezone=UTC),
+            id="prune",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=now + timedelta(seconds=60),
+        )
+        for suite_name, suite in self.loaded.config.suites.items():
+            for target in suite.targets:
+                key = JobKey(suite_name, target)
+                jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
+                self.scheduler.add_job(
+                    self._run_job,
+                    trigger_for(suite),
+                    args=[key],
+                    id=key.id,
+                    name=key.id,
+                    max_instances=1,
+                    coalesce=True,
+                    misfire_grace_time=None,
+                    next_run_time=now + timedelta(seconds=jitter),
+                    replace_existing=True,
+                )
+
+    def _on_overlap(self, event: JobExecutionEvent) -> None:
+        suite, _, target = event.job_id.partition("/")
+        self.exporter.count_overlap(suite, target)
+        log.warning("previous run still going; this run is skipped", suite=suite, target=target)
+
+    def next_runs(self) -> list[dict[str, Any]]:
+        """The schedule as the API shows it."""
+        jobs = []
+        for job in self.scheduler.get_jobs():
+            if job.id == "prune":
+                continue
+            suite, _, target = job.id.partition("/")
+            next_run = job.next_run_time
+            jobs.append(
+                {
+                    "suite": suite,
+                    "target": target,
+                    "trigger": str(job.trigger),
+                    "next_run_at": next_run.isoformat() if next_run else None,
+                    "running": job.id in self._running and not self._running[job.id].done(),
+                }
+            )
+        return jobs
+
+    # -- one run -------------------------------------------------------------------------
+
+    async def _run_job(self, key: JobKey) -> None:
+        if self._stopping:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._running[key.id] = task
+        try:
+            await self.run_now(key)
+        except asyncio.CancelledError:
+            # Only shutdown cancels a run, and it is logged here; handing the cancellation on
+            # would make APScheduler log it once more, as a job failure with a traceback.
+            log.warning("run cancelled", suite=key.suite, target=key.target)
+        except Exception:  # nothing a run does may take the daemon down
+            log.exception("run failed unexpectedly", suite=key.suite, target=key.target)
+        finally:
+            self._running.pop(key.id, None)
+
+    async def run_now(self, key: JobKey) -> dict[str, Any]:
+        """One cycle of ``key``: run, judge against its baseline, export, store, log."""
+        loaded = self.loaded
+        if key.suite not in loaded.config.suites:
+            raise KeyError(key.suite)
+        suite_cfg = loaded.config.suites[key.suite]
+        pair = (key.suite, key.target)
+        baseline_report = await self.keeper.baseline(pair, suite_cfg.baseline)
+        baseline = (
+            run_from_report(baseline_report, loaded.suites[key.suite]) if baseline_report else None
+        )
+        evaluation = await run_cycle(
+            loaded,
+            key.suite,
+            key.target,
+            self._client(key.target),
+            baseline=baseline,
+            gate=self._gate(key.target),
+        )
+        report = to_report(evaluation)
+        self.exporter.observe_run(report)
+        if await self.keeper.save(report) and suite_cfg.baseline == "pinned":
+            await self.keeper.pin_first_healthy(pair, report)
+        log_run(report)
+        return report
+
+    async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
+        """Pin ``run_id`` (admin API); the next run compares with it."""
+        await self.keeper.set_baseline(suite, target, run_id)
+
+    async def prune(self) -> None:
+        """Delete runs past the configured retention."""
+        config = self.loaded.config
+        await self.keeper.prune(
+            datetime.now(UTC),
+            timedelta(seconds=config.retention),
+            timedelta(seconds=config.retention_failed),
+        )
+
+    def _gate(self, target: str) -> TargetGate:
+        if target not in self._gates:
+            config = self.loaded.config.targets[target]
+            self._gates[target] = TargetGate(config.concurrency, config.rate_limit)
+        return self._gates[target]
+
+    def _client(self, target: str) -> httpx.AsyncClient:
+        if target not in self._clients:
+            self._clients[target] = self.client_factory(self.loaded.config.targets[target])
+        return self._clients[target]
+
+
+def log_run(report: Mapping[str, Any]) -> None:
+    """One summary line per run, and a warning with the reasons when queries failed."""
+    metrics = report["metrics"]
+    key_metrics = {
+        m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
+    }
+    baseline = report.get("baseline") or {}
+    log.info(
+        "run",
+        suite=report["suite"],
+        target=report["target"],
+        outcome=report["outcome"],
+        coverage=report["coverage"],
+        duration_s=report["duration_s"],
+        run_id=report["run_id"],
+        rank_overlap=baseline.get("rank_overlap"),
+        score_drift=baseline.get("score_drift"),
+        **key_metrics,
+    )
+    failed = unanswered(report)
+    if failed:
+        errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
+        log.warning(
+            "queries failed",
+            suite=report["suite"],
+            target=report["target"],
+            reasons=failed,
+            examples=errors,
+        )

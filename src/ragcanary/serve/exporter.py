@@ -1,0 +1,413 @@
+"""The daemon's Prometheus metrics (DESIGN.md contract), kept in one explicit registry."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, TypeVar, cast
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
+
+import ragcanary
+from ragcanary.measure.results import ANSWERED, OUTCOMES
+from ragcanary.serve.exposition import MergedCollector, PairSeries, join_text
+
+RUN_OUTCOMES = ("ok", "regression", "unavailable")
+# A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
+QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+Pair = tuple[str, str]  # (suite, target)
+Labels = tuple[str, ...]  # label values after suite and target
+Series = tuple[MetricWrapperBase, Labels]
+Setting = tuple[Gauge, Labels]  # a gauge series of one pair, as a key of the values to set
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+@dataclass(frozen=True)
+class SuitePairs:
+    """What the exporter needs to know of one configured suite to lay out its series."""
+
+    targets: tuple[str, ...]
+    ks: tuple[int, ...]
+    per_case_metrics: bool = False
+    case_ids: tuple[str, ...] = ()  # in suite order; the per-case cap keeps the first ones
+
+
+@dataclass(frozen=True)
+class _Layout:
+    ks: frozenset[str]
+    cases: frozenset[str]  # cases admitted to per-case series (empty when not opted in)
+
+
+def per_case_admission(spec: SuitePairs, limit: int) -> tuple[tuple[str, ...], int]:
+    """The cases that get per-case series under ``limit`` series, and how many series are dropped.
+
+    A case costs one series per k (``case_hit_rate``) plus one (``case_rr``); cases are
+    admitted whole, in suite order, so a dashboard never shows half a canary.
+    """
+    if not spec.per_case_metrics:
+        return (), 0
+    cases = tuple(dict.fromkeys(spec.case_ids))
+    cost = len(set(spec.ks)) + 1
+    admitted = cases[: max(0, limit) // cost]
+    return admitted, (len(cases) - len(admitted)) * cost
+
+
+class Exporter:
+    """Every ``ragcanary_*`` series of the daemon; fed with configs and run reports, scraped as is.
+
+    Counters and histograms exist at 0 as soon as a suite is loaded. Quality gauges appear
+    with the first answered run and, during an outage, keep the value of the last one.
+
+    Each pair's series live in a registry of their own (``ragcanary.serve.exposition``), so that
+    ``exposition()`` renders again only the pairs that changed; ``registry`` shows them all
+    merged, as one registry would.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        version: str = ragcanary.__version__,
+        per_case_limit: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        # A fresh registry by default: the global one would leak series between tests and
+        # between exporters in one process.
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._per_case_limit = per_case_limit
+        self._clock = clock
+        self._layouts: dict[Pair, _Layout] = {}
+        self._series: dict[Pair, set[Series]] = {}
+        self._base = CollectorRegistry()  # the series that belong to no pair
+        self._pairs: dict[Pair, PairSeries] = {}
+        # Per-pair metrics are templates (registered nowhere) and the way to make each pair's copy.
+        self._factories: dict[MetricWrapperBase, Callable[[CollectorRegistry], Any]] = {}
+        self.registry.register(MergedCollector(self._base, self._pairs))
+
+        def per_pair(kind: type[M], name: str, doc: str, *labels: str, **options: Any) -> M:
+            make = partial(kind, name, doc, ("suite", "target", *labels), **options)
+            template = make(registry=None)
+            self._factories[template] = lambda registry: make(registry=registry)
+            return template
+
+        def gauge(name: str, doc: str, *extra: str) -> Gauge:
+            return per_pair(Gauge, f"ragcanary_{name}", doc, *extra)
+
+        self._cut_off = {
+            "hit_rate": gauge("hit_rate", "Weighted Hit@k of the last answered run.", "k"),
+            "ndcg": gauge("ndcg", "Weighted NDCG@k of the last answered run.", "k"),
+            "recall": gauge("recall", "Weighted Recall@k of the last answered run.", "k"),
+            "precision": gauge("precision", "Weighted Precision@k of the last answered run.", "k"),
+        }
+        self._mrr = gauge("mrr", "Weighted mean reciprocal rank of the last answered run.")
+        self._rank_overlap = gauge("rank_overlap", "Mean RBO of the top-k vs the baseline.")
+        self._score_drift = gauge(
+            "score_drift", "Mean absolute score delta of ids in both the run and the baseline."
+        )
+        self._drifted_ratio = gauge(
+            "score_drifted_ratio", "Share of (case, id) pairs whose score moved over the threshold."
+        )
+        self._top_score = gauge("top_score", "Mean top-1 score of the answered cases.")
+        self._baseline_delta = gauge(
+            "baseline_delta", "Aggregate metric of the last run minus the baseline's.", "metric"
+        )
+        self._regressed = gauge("regressed_cases", "Cases that scored worse than in the baseline.")
+        self._leaks = gauge("negative_leaks", "Negative canaries that scored at or over max_score.")
+        self._regression = gauge("regression", "1 when the last answered run was a regression.")
+        self._coverage = gauge("coverage_ratio", "Answered cases over all cases of the last run.")
+        self._runs = per_pair(
+            Counter,
+            "ragcanary_runs_total",
+            "Runs by outcome (ok, regression, unavailable).",
+            "outcome",
+        )
+        self._skipped = per_pair(
+            Counter,
+            "ragcanary_runs_skipped_total",
+            "Scheduled runs skipped because the previous run of the job was still going.",
+        )
+        self._queries = per_pair(
+            Counter, "ragcanary_queries_total", "Canary queries by outcome.", "outcome"
+        )
+        self._query_duration = per_pair(
+            Histogram,
+            "ragcanary_query_duration_seconds",
+            "Latency of answered canary queries.",
+            buckets=QUERY_BUCKETS,
+        )
+        self._run_duration = per_pair(
+            Histogram,
+            "ragcanary_run_duration_seconds",
+            "Wall time of a whole run.",
+            buckets=RUN_BUCKETS,
+        )
+        self._last_run = gauge("last_run_timestamp_seconds", "When the last run finished.")
+        self._last_success = gauge(
+            "last_success_timestamp_seconds", "When the last run that was not unavailable finished."
+        )
+        self._case_hit_rate = gauge(
+            "case_hit_rate", "Hit@k of one canary in its last answered run.", "case", "k"
+        )
+        self._case_rr = gauge(
+            "case_rr", "Reciprocal rank of one canary in its last answered run.", "case"
+        )
+        self._case_dropped = gauge(
+            "case_series_dropped", "Per-case series not exported because of the per-case cap."
+        )
+        self._reload_ok = Gauge(
+            "ragcanary_config_last_reload_successful",
+            "1 when the last configuration reload was accepted.",
+            registry=self._base,
+        )
+        # The process only starts with a valid configuration.
+        self._reload_ok.set(1)
+        build = Gauge(
+            "ragcanary_build_info",
+            "Always 1; the version is a label.",
+            ("version",),
+            registry=self._base,
+        )
+        build.labels(version).set(1)
+        self._aggregates: frozenset[MetricWrapperBase] = frozenset(
+            {
+                *self._cut_off.values(),
+                self._mrr,
+                self._rank_overlap,
+                self._score_drift,
+                self._drifted_ratio,
+                self._top_score,
+                self._baseline_delta,
+                self._regressed,
+                self._leaks,
+                self._regression,
+            }
+        )
+
+    def load(self, pairs: Mapping[str, SuitePairs]) -> None:
+        """Lay out the series of the configured suites; forget those no longer configured.
+
+        Called at start and on every accepted reload. Counters keep their values for pairs
+        that stay; series of a k, case or pair that left the configuration are removed.
+        """
+        wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
+        for pair in set(self._layouts) - set(wanted):
+            del self._layouts[pair]
+            self._series.pop(pair, None)
+            del self._pairs[pair]
+        for pair, spec in wanted.items():
+            if pair not in self._pairs:
+                self._pairs[pair] = PairSeries(self._factories)
+            admitted, dropped = per_case_admission(spec, self._per_case_limit)
+            layout = _Layout(frozenset(str(k) for k in spec.ks), frozenset(admitted))
+            self._layouts[pair] = layout
+            self._prune(pair, layout)
+            for outcome in RUN_OUTCOMES:
+                self._child(self._runs, pair, outcome)
+            self._child(self._skipped, pair)
+            for query_outcome in OUTCOMES:
+                self._child(self._queries, pair, query_outcome)
+            self._child(self._query_duration, pair)
+            self._child(self._run_duration, pair)
+            if spec.per_case_metrics:
+                self._child(self._case_dropped, pair).set(dropped)
+            else:
+                self._remove(pair, lambda metric, labels: metric is self._case_dropped)
+
+    def observe_run(self, report: Mapping[str, Any]) -> None:
+        """Account one run from its report dict (``ragcanary.reports.report.to_report``).
+
+        An ``unavailable`` run moves only coverage, counters, durations and the last-run time:
+        the quality gauges keep what the last answered run measured, because an outage says
+        nothing about retrieval quality. Reports of pairs not loaded (a run that finished
+        after a reload removed its suite) are ignored so removed series stay removed.
+        """
+        pair = (str(report.get("suite")), str(report.get("target")))
+        layout = self._layouts.get(pair)
+        if layout is None:
+            return
+        outcome = report.get("outcome")
+        cases = [c for c in report.get("cases") or () if isinstance(c, Mapping)]
+        if outcome in RUN_OUTCOMES:
+            self._child(self._runs, pair, str(outcome)).inc()
+        for query_outcome, count in _query_counts(report, cases).items():
+            if query_outcome in OUTCOMES and count > 0:
+                self._child(self._queries, pair, query_outcome).inc(count)
+        for case in cases:
+            latency = _number(case.get("latency_s"))
+            if latency is not None and latency >= 0 and case.get("outcome", "ok") in ANSWERED:
+                self._child(self._query_duration, pair).observe(latency)
+        duration = _number(report.get("duration_s"))
+        if duration is not None and duration >= 0:
+            self._child(self._run_duration, pair).observe(duration)
+        coverage = _number(report.get("coverage"))
+        if coverage is not None:
+            self._child(self._coverage, pair).set(coverage)
+        finished = _finished_at(report) or self._clock()
+        self._child(self._last_run, pair).set(finished)
+        if outcome in ("ok", "regression"):
+            self._child(self._last_success, pair).set(finished)
+            self._observe_quality(pair, layout, report, cases)
+
+    def exposition(self) -> bytes:
+        """What ``generate_latest(self.registry)`` renders, re-rendering only changed pairs."""
+        return join_text(generate_latest(self._base), list(self._pairs.values()))
+
+    def count_overlap(self, suite: str, target: str) -> None:
+        """Count a scheduled run skipped because the previous one of its job still ran."""
+        if (suite, target) in self._layouts:
+            self._child(self._skipped, (suite, target)).inc()
+
+    def set_reload_result(self, ok: bool) -> None:
+        """Record whether the last configuration reload was accepted."""
+        self._reload_ok.set(1 if ok else 0)
+
+    def _observe_quality(
+        self,
+        pair: Pair,
+        layout: _Layout,
+        report: Mapping[str, Any],
+        cases: list[Mapping[str, Any]],
+    ) -> None:
+        values = {
+            series: value
+            for series, value in self._quality(report, cases)
+            if value is not None and self._fits(layout, *series)
+        }
+        # An answered run states the whole quality picture: what it does not measure (no
+        # baseline any more, a metric with no labelled case answered) must not linger.
+        self._remove(pair, lambda m, labels: m in self._aggregates and (m, labels) not in values)
+        for case in cases:
+            values.update(self._case_values(layout, case))
+        for (metric, labels), value in values.items():
+            self._child(metric, pair, *labels).set(value)
+
+    def _quality(
+        self, report: Mapping[str, Any], cases: list[Mapping[str, Any]]
+    ) -> Iterable[tuple[Setting, float | None]]:
+        for key, value in _mapping(report.get("metrics")).items():
+            name, _, k = str(key).partition("@")
+            if k and name in self._cut_off:
+                yield (self._cut_off[name], (k,)), _number(value)
+            elif key == "mrr":
+                yield (self._mrr, ()), _number(value)
+        yield (self._top_score, ()), _mean_top_score(cases)
+        failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
+        leaks = {f.get("case") for f in failures if f.get("kind") == "negative_leak"}
+        yield (self._leaks, ()), float(len(leaks))
+        yield (self._regression, ()), 1.0 if report.get("outcome") == "regression" else 0.0
+        baseline = report.get("baseline")
+        if not isinstance(baseline, Mapping):
+            return
+        yield (self._rank_overlap, ()), _number(baseline.get("rank_overlap"))
+        yield (self._score_drift, ()), _number(baseline.get("score_drift"))
+        yield (self._drifted_ratio, ()), _number(baseline.get("score_drifted_ratio"))
+        for metric, delta in _mapping(baseline.get("deltas")).items():
+            yield (self._baseline_delta, (str(metric),)), _number(delta)
+        regressions = [r for r in report.get("regressions") or () if isinstance(r, Mapping)]
+        yield (self._regressed, ()), float(len({r.get("case") for r in regressions}))
+
+    def _case_values(self, layout: _Layout, case: Mapping[str, Any]) -> dict[Setting, float]:
+        case_id = str(case.get("id"))
+        if case_id not in layout.cases:
+            return {}
+        values: dict[Setting, float] = {}
+        for key, raw in _mapping(case.get("metrics")).items():
+            name, _, k = str(key).partition("@")
+            value = _number(raw)
+            if value is None:
+                continue
+            if name == "hit_rate" and k in layout.ks:
+                values[(self._case_hit_rate, (case_id, k))] = value
+            elif key == "rr":
+                values[(self._case_rr, (case_id,))] = value
+        return values
+
+    def _fits(self, layout: _Layout, metric: MetricWrapperBase, labels: Labels) -> bool:
+        """Whether a series still belongs to the configuration in ``layout``."""
+        if metric in self._cut_off.values():
+            return labels[0] in layout.ks
+        if metric is self._baseline_delta:
+            _, at, k = labels[0].partition("@")
+            return not at or k in layout.ks
+        if metric is self._case_hit_rate:
+            return labels[0] in layout.cases and labels[1] in layout.ks
+        if metric is self._case_rr:
+            return labels[0] in layout.cases
+        return True
+
+    def _child(self, metric: M, pair: Pair, *labels: str) -> M:
+        """The labelled child of ``metric`` for ``pair``, remembered so reloads can remove it."""
+        self._series.setdefault(pair, set()).add((metric, labels))
+        series = self._pairs[pair]
+        series.changed()  # the caller is about to set it
+        return cast(M, series.metrics[metric]).labels(*pair, *labels)
+
+    def _prune(self, pair: Pair, layout: _Layout) -> None:
+        """Remove the series of ``pair`` that a reload took out of its configuration."""
+        self._remove(pair, lambda metric, labels: not self._fits(layout, metric, labels))
+
+    def _remove(self, pair: Pair, doomed: Callable[[MetricWrapperBase, Labels], bool]) -> None:
+        owned = self._series.get(pair, set())
+        series = self._pairs[pair]
+        for metric, labels in [s for s in owned if doomed(*s)]:
+            series.metrics[metric].remove(*pair, *labels)
+            series.changed()
+            owned.discard((metric, labels))
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for anything else (null, NaN, text, booleans)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _query_counts(report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> dict[str, int]:
+    """Queries per outcome: the report's own counts, else counted from its cases."""
+    counts = _mapping(_mapping(report.get("counts")).get("outcomes"))
+    if counts:
+        return {str(o): int(n) for o, n in counts.items() if _number(n) is not None}
+    tally: dict[str, int] = {}
+    for case in cases:
+        outcome = str(
+            case.get("outcome") or ("ok" if case.get("error") is None else "bad_response")
+        )
+        tally[outcome] = tally.get(outcome, 0) + 1
+    return tally
+
+
+def _mean_top_score(cases: list[Mapping[str, Any]]) -> float | None:
+    """Mean top-1 score of the answered cases that returned a scored first hit."""
+    tops = [
+        top
+        for case in cases
+        if case.get("outcome", "ok") in ANSWERED and case.get("scores")
+        for top in [_number(case["scores"][0])]
+        if top is not None
+    ]
+    return sum(tops) / len(tops) if tops else None
+
+
+def _finished_at(report: Mapping[str, Any]) -> float | None:
+    """Unix time the run finished: its start plus its duration, when the report has both."""
+    started = report.get("started_at")
+    if not isinstance(started, str):
+        return None
+    try:
+        at = datetime.fromisoformat(started)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)  # reports are written in UTC
+    return at.timestamp() + (_number(report.get("duration_s")) or 0.0)

@@ -1,0 +1,99 @@
+"""A bounded, ordered backlog of run reports that waits out storage outages."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ragcanary.store.storage import StorageError, StorageUnavailable, Store
+
+Report = dict[str, Any]
+
+
+class BufferedWriter:
+    """Saves reports to a Store in the order they were written, holding them while it is down.
+
+    Synchronous and thread-safe: the daemon calls it through ``asyncio.to_thread``. Memory is
+    bounded: with ``capacity`` reports waiting, the oldest is dropped for each new one and
+    ``on_drop`` is called with it. A report the store refuses for good (``StorageError`` other
+    than ``StorageUnavailable``, e.g. a malformed report) would block everything behind it, so
+    it is taken out and handed to ``on_reject`` (or ``on_drop`` when that is not given).
+    Queued reports are kept by reference: do not mutate a report after writing it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        capacity: int = 1000,
+        on_drop: Callable[[Report], None] | None = None,
+        *,
+        on_reject: Callable[[Report, StorageError], None] | None = None,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be at least 1, got {capacity}")
+        self._store = store
+        self._capacity = capacity
+        self._on_drop = on_drop
+        self._on_reject = on_reject
+        self._backlog: deque[Report] = deque()
+        self._lock = threading.Lock()
+
+    @property
+    def pending(self) -> int:
+        """How many reports wait for storage."""
+        with self._lock:
+            return len(self._backlog)
+
+    def write(self, report: Report) -> bool:
+        """Save the backlog, then ``report``; True when ``report`` itself was saved now.
+
+        While storage is unavailable the report joins the backlog and False is returned.
+        """
+        with self._lock:
+            self._flush()
+            if not self._backlog:
+                try:
+                    self._store.save_run(report)
+                    return True
+                except StorageUnavailable:
+                    pass
+                except StorageError as error:
+                    self._reject(report, error)
+                    return False
+            self._backlog.append(report)
+            if len(self._backlog) > self._capacity:
+                self._drop(self._backlog.popleft())
+            return False
+
+    def flush(self) -> int:
+        """Save waiting reports in order until storage fails; return how many were saved."""
+        with self._lock:
+            return self._flush()
+
+    def _flush(self) -> int:
+        saved = 0
+        while self._backlog:
+            report = self._backlog[0]
+            try:
+                self._store.save_run(report)
+            except StorageUnavailable:
+                break
+            except StorageError as error:
+                self._backlog.popleft()
+                self._reject(report, error)
+                continue
+            self._backlog.popleft()
+            saved += 1
+        return saved
+
+    def _drop(self, report: Report) -> None:
+        if self._on_drop is not None:
+            self._on_drop(report)
+
+    def _reject(self, report: Report, error: StorageError) -> None:
+        if self._on_reject is not None:
+            self._on_reject(report, error)
+        else:
+            self._drop(report)

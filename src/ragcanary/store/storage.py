@@ -1,0 +1,462 @@
+"""Runs, per-case results and pinned baselines in SQLite or PostgreSQL (SQLAlchemy Core).
+
+    RagcanaryError
+    └── StorageError               the database refused something: a malformed report, an
+        │                          unknown run, a schema newer than this ragcanary
+        └── StorageUnavailable     the database cannot be reached right now (down, locked,
+                                   gone); nothing was written, so trying again later is safe
+
+Every SQLAlchemy and driver error is translated here; callers never see them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+
+import sqlalchemy
+from sqlalchemy import Connection, Engine, and_, delete, event, exc, or_, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ragcanary.errors import RagcanaryError
+from ragcanary.store.schema import (
+    UPGRADES,
+    Upgrade,
+    case_entry,
+    case_row,
+    current_version,
+    decode_ids,
+    latest_version,
+    migrate,
+    point_row,
+    points,
+    results,
+    run_row,
+    runs,
+)
+from ragcanary.store.schema import baselines as baselines_table
+
+# Outcomes of runs worth keeping longer: they are what an incident review looks for.
+FAILED_OUTCOMES = ("regression", "unavailable")
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+POSTGRES_CONNECT_TIMEOUT_S = 10
+_WRITE = "ragcanary_write"  # execution option: this transaction will write
+# SQLite result codes that mean "not reachable now" rather than "wrong request":
+# PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
+_SQLITE_UNAVAILABLE = {3, 5, 6, 7, 8, 10, 13, 14, 15}
+
+
+class StorageError(RagcanaryError):
+    """The database refused a request; the message says what and what to do."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached right now; the request can be retried later."""
+
+
+def make_engine(url: str, **options: Any) -> Engine:
+    """An engine for ``url`` as ragcanary needs it; ``options`` go to ``sqlalchemy.create_engine``.
+
+    SQLite gets WAL (readers never block the writer), foreign keys, a busy timeout and real
+    transactions; every backend gets pre-ping, so connections dropped during an outage are
+    replaced instead of failing once more after it ends.
+    """
+    try:
+        parsed = sqlalchemy.make_url(url)
+    except exc.ArgumentError:
+        raise StorageError(
+            "the storage URL is not valid; write sqlite:///path/to/ragcanary.db "
+            "or postgresql+psycopg://user@host/db"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise StorageError(
+            f"storage {parsed.render_as_string(hide_password=True)} is not supported; "
+            "use sqlite:///path/to/ragcanary.db or postgresql+psycopg://user@host/db"
+        )
+    options.setdefault("pool_pre_ping", True)
+    # Compact JSON: per-case ids, scores and metrics are most of the database's size.
+    options.setdefault("json_serializer", functools.partial(json.dumps, separators=(",", ":")))
+    if backend == "postgresql" and "connect_timeout" not in parsed.query:
+        connect_args = dict(options.get("connect_args", {}))
+        connect_args.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT_S)
+        options["connect_args"] = connect_args
+    try:
+        engine = sqlalchemy.create_engine(parsed, **options)
+    except (exc.SQLAlchemyError, ImportError) as error:
+        where = parsed.render_as_string(hide_password=True)
+        raise StorageError(f"cannot use storage {where}: {error}") from None
+    if backend == "sqlite":
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+    else:
+        event.listen(engine, "connect", _postgres_connect)
+    return engine
+
+
+def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Instants then arrive in UTC already (tzinfo datetime.UTC), which UTCDateTime passes on
+    # as they are instead of converting each one: a tenth of reading a 30-day history.
+    dbapi_connection.execute("SET TIME ZONE 'UTC'")
+    dbapi_connection.commit()  # or the pool's rollback on return would undo the SET
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # sqlite3 would only BEGIN before DML, leaving DDL and reads outside transactions;
+    # _sqlite_begin emits BEGIN itself instead.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        # With WAL, NORMAL only risks the last commits on power loss, never corruption.
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # A writer takes the write lock up front: a deferred transaction that read first cannot
+    # wait for the lock (SQLite returns BUSY at once), an immediate one waits busy_timeout.
+    write = conn.get_execution_options().get(_WRITE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+class Store:
+    """Runs (their report dicts), per-case results and pinned baselines in one database.
+
+    Safe to share between threads (each call takes its own pooled connection); the daemon
+    calls it through ``asyncio.to_thread``.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        upgrades: Mapping[int, Upgrade] = UPGRADES,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        prune_batch: int = 500,
+    ) -> None:
+        if engine.dialect.name not in ("sqlite", "postgresql"):
+            raise StorageError(f"storage on {engine.dialect.name} is not supported")
+        self._engine = engine
+        self._upgrades = upgrades
+        latest_version(upgrades)  # fail early on a gap in the numbering
+        self._clock = clock
+        self._prune_batch = prune_batch
+        self._where = engine.url.render_as_string(hide_password=True)
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        """A store on ``sqlite:///path`` or ``postgresql+psycopg://...``; call ``migrate`` next."""
+        return cls(make_engine(url))
+
+    def migrate(self) -> None:
+        """Create the schema, or upgrade an older one in place keeping its data; else no-op."""
+        with self._write() as conn:
+            try:
+                migrate(conn, self._upgrades, self._clock())
+            except ValueError as error:
+                raise StorageError(
+                    f"the database at {self._where}: {error}; upgrade ragcanary, or point "
+                    "storage at another database"
+                ) from None
+
+    def schema_version(self) -> int | None:
+        """The database's schema version, or None before the first ``migrate``."""
+        with self._read() as conn:
+            return current_version(conn)
+
+    def save_run(self, report: Mapping[str, Any]) -> None:
+        """Store one run's report dict; saving a run_id that is already stored changes nothing."""
+        try:
+            row = run_row(report)
+            case_rows = [case_row(row["run_id"], i, c) for i, c in enumerate(report["cases"])]
+            point_rows = [point_row(row, i, c) for i, c in enumerate(report["cases"])]
+        except ValueError as error:
+            raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
+        with self._write() as conn:
+            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            added = conn.execute(
+                insert(runs)
+                .values(row)
+                .on_conflict_do_nothing(index_elements=["run_id"])
+                .returning(runs.c.run_id)
+            ).first()
+            if added is not None and case_rows:
+                conn.execute(results.insert(), case_rows)
+                conn.execute(points.insert(), point_rows)
+
+    def get_report(self, run_id: str) -> dict[str, Any] | None:
+        """The report dict saved for ``run_id`` (equal to what was saved), or None."""
+        with self._read() as conn:
+            report = conn.execute(
+                select(runs.c.report).where(runs.c.run_id == run_id)
+            ).scalar_one_or_none()
+            if report is None:
+                return None
+            rows = conn.execute(
+                select(results).where(results.c.run_id == run_id).order_by(results.c.position)
+            ).all()
+        return {**report, "cases": [case_entry(row._mapping) for row in rows]}
+
+    def list_runs(
+        self, suite: str | None = None, target: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Summaries of the newest runs first, optionally of one suite and/or target."""
+        query = _summaries().limit(max(limit, 0))
+        if suite is not None:
+            query = query.where(runs.c.suite == suite)
+        if target is not None:
+            query = query.where(runs.c.target == target)
+        with self._read() as conn:
+            return [_summary(row._mapping) for row in conn.execute(query)]
+
+    def latest_run(
+        self,
+        suite: str,
+        target: str,
+        *,
+        outcome: str | None = None,
+        exclude_unavailable: bool = True,
+    ) -> dict[str, Any] | None:
+        """The summary of the newest run of ``suite`` on ``target`` (with ``outcome``, if given)."""
+        query = _summaries().where(runs.c.suite == suite, runs.c.target == target).limit(1)
+        if outcome is not None:
+            query = query.where(runs.c.outcome == outcome)
+        if exclude_unavailable:
+            query = query.where(runs.c.outcome != "unavailable")
+        with self._read() as conn:
+            row = conn.execute(query).one_or_none()
+        return None if row is None else _summary(row._mapping)
+
+    def set_baseline(self, suite: str, target: str, run_id: str) -> None:
+        """Pin ``run_id`` as the baseline of ``suite`` on ``target``, replacing any earlier one."""
+        with self._write() as conn:
+            run = conn.execute(
+                select(runs.c.suite, runs.c.target).where(runs.c.run_id == run_id)
+            ).one_or_none()
+            if run is None:
+                raise StorageError(f"no run {run_id!r} in storage; pick one from GET /api/v1/runs")
+            if (run.suite, run.target) != (suite, target):
+                raise StorageError(
+                    f"run {run_id!r} is of suite {run.suite!r} on target {run.target!r}, "
+                    f"not {suite!r} on {target!r}; pick a run of that suite and target"
+                )
+            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            row = {"suite": suite, "target": target, "run_id": run_id, "set_at": self._clock()}
+            conn.execute(
+                insert(baselines_table)
+                .values(row)
+                .on_conflict_do_update(
+                    index_elements=["suite", "target"],
+                    set_={"run_id": run_id, "set_at": row["set_at"]},
+                )
+            )
+
+    def get_baseline(self, suite: str, target: str) -> str | None:
+        """The run_id pinned as the baseline of ``suite`` on ``target``, or None."""
+        with self._read() as conn:
+            return conn.execute(
+                select(baselines_table.c.run_id).where(
+                    baselines_table.c.suite == suite, baselines_table.c.target == target
+                )
+            ).scalar_one_or_none()
+
+    def baselines(self) -> list[dict[str, Any]]:
+        """Every pinned baseline: suite, target, run_id, set_at (aware UTC)."""
+        query = select(baselines_table).order_by(baselines_table.c.suite, baselines_table.c.target)
+        with self._read() as conn:
+            return [dict(row._mapping) for row in conn.execute(query)]
+
+    def case_history(
+        self,
+        suite: str,
+        case_id: str,
+        target: str | None = None,
+        since: datetime | None = None,
+    ) -> list[dict[str, Any]]:
+        """One canary over time, oldest first: its answer in every stored run of ``suite``.
+
+        Each row: run_id, started_at (aware UTC), target, run_outcome, and the case's
+        outcome, error, latency_s, top_score and ids (None when absent). Scores, metrics
+        and the comparison with the baseline are in each run's full report (get_report).
+        """
+        query = history_query(suite, case_id, target, since)
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        # A month of one canary is 8,640 rows: every microsecond per row counts.
+        return [
+            {
+                "run_id": run_id,
+                "started_at": at,
+                "target": target,
+                "run_outcome": run_outcome,
+                "outcome": outcome,
+                "error": error,
+                "latency_s": latency,
+                "top_score": top,
+                "ids": None if ids is None else decode_ids(ids),
+            }
+            for run_id, at, target, run_outcome, outcome, error, latency, top, ids in rows
+        ]
+
+    def prune(self, now: datetime, keep: timedelta, keep_failed: timedelta) -> int:
+        """Delete runs (and their results) older than ``keep``; return how many were deleted.
+
+        Regressed and unavailable runs are kept for ``keep_failed`` (at least ``keep``); a run
+        pinned as a baseline is never deleted. Deletes in batches so no transaction holds
+        the write lock for long.
+        """
+        now = _aware(now, "now")
+        failed = runs.c.outcome.in_(FAILED_OUTCOMES)
+        expired = or_(
+            and_(~failed, runs.c.started_at < now - keep),
+            and_(failed, runs.c.started_at < now - max(keep, keep_failed)),
+        )
+        batch = (
+            select(runs.c.run_id)
+            .where(expired, runs.c.run_id.not_in(select(baselines_table.c.run_id)))
+            .order_by(runs.c.started_at)
+            .limit(self._prune_batch)
+        )
+        deleted = 0
+        while True:
+            with self._write() as conn:
+                run_ids = list(conn.execute(batch).scalars())
+                if run_ids:
+                    conn.execute(delete(points).where(points.c.run_id.in_(run_ids)))
+                    conn.execute(delete(results).where(results.c.run_id.in_(run_ids)))
+                    conn.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))
+            deleted += len(run_ids)
+            if len(run_ids) < self._prune_batch:
+                return deleted
+
+    def ping(self) -> None:
+        """Raise StorageUnavailable when the database cannot be reached."""
+        with self._read() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._translate(), self._engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._translate(), self._engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except (exc.SQLAlchemyError, sqlite3.Error) as error:
+            raise self._translated(error) from error
+
+    def _translated(self, error: exc.SQLAlchemyError | sqlite3.Error) -> StorageError:
+        driver_error = error.orig if isinstance(error, exc.DBAPIError) else error
+        reason = " ".join(str(driver_error).split()) or type(driver_error).__name__
+        if _unavailable(error):
+            hint = (
+                "check that the directory exists and is writable, and that no other process "
+                "holds a long write lock"
+                if self._engine.dialect.name == "sqlite"
+                else "check that PostgreSQL is running and reachable, and the storage URL"
+            )
+            return StorageUnavailable(
+                f"cannot reach the database at {self._where}: {reason}; {hint}"
+            )
+        if isinstance(error, exc.StatementError) and not isinstance(error, exc.DBAPIError):
+            reason = f"a value could not be stored ({reason})"
+        return StorageError(f"the database at {self._where} refused the request: {reason}")
+
+
+def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, exc.TimeoutError | exc.DisconnectionError):  # pool exhausted / dropped
+        return True
+    driver_error = error.orig if isinstance(error, exc.DBAPIError) else error
+    if isinstance(driver_error, sqlite3.Error):
+        # sqlite3 reports a missing table and a locked database alike as OperationalError.
+        code = getattr(driver_error, "sqlite_errorcode", None)
+        return code is not None and code & 0xFF in _SQLITE_UNAVAILABLE
+    return isinstance(error, exc.OperationalError | exc.InterfaceError)
+
+
+def _aware(moment: datetime, name: str) -> datetime:
+    if moment.tzinfo is None:
+        raise StorageError(f"{name}={moment.isoformat()} has no timezone; pass an aware datetime")
+    return moment
+
+
+_POINT_COLUMNS = [
+    points.c[name]
+    for name in (
+        "run_id",
+        "started_at",
+        "target",
+        "run_outcome",
+        "outcome",
+        "error",
+        "latency_s",
+        "top_score",
+        "ids",
+    )
+]
+
+
+def history_query(
+    suite: str, case_id: str, target: str | None = None, since: datetime | None = None
+) -> sqlalchemy.Select[Any]:
+    """The SELECT behind ``Store.case_history``: one range of the points table's key."""
+    query = select(*_POINT_COLUMNS).where(points.c.suite == suite, points.c.case_id == case_id)
+    if target is not None:
+        query = query.where(points.c.target == target)
+    if since is not None:
+        query = query.where(points.c.started_at >= _aware(since, "since"))
+    return query.order_by(points.c.started_at, points.c.run_id, points.c.position)
+
+
+def _summaries() -> sqlalchemy.Select[Any]:
+    return select(
+        runs.c.run_id,
+        runs.c.suite,
+        runs.c.target,
+        runs.c.started_at,
+        runs.c.duration_s,
+        runs.c.outcome,
+        runs.c.coverage,
+        runs.c.report,
+    ).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+
+
+def _summary(row: Mapping[Any, Any]) -> dict[str, Any]:
+    summary = {key: value for key, value in row.items() if key != "report"}
+    summary["metrics"] = row["report"].get("metrics")
+    return summary
