@@ -2,7 +2,7 @@
 
 The three dashboards share one data source variable, the same ``suite`` and ``target``
 variables, the same alert annotation, units and links; writing them from code keeps them
-consistent. The generated JSON is committed; tests/test_dashboards.py checks it is current.
+consistent. The generated JSON is committed; tests/deploy/test_dashboards.py checks it is current.
 
     python grafana/build.py            # rewrite grafana/dashboards/*.json
     python grafana/build.py --check    # exit 1 when the committed JSON is out of date

@@ -13,7 +13,7 @@ from alert_contract import CONTRACT, alert_rules
 
 from ragcanary.cli.app import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUNBOOKS = ROOT / "docs" / "runbooks"
 PAGES = sorted(p for p in RUNBOOKS.glob("*.md") if p.name != "README.md")
 

@@ -36,7 +36,7 @@ from typer.testing import CliRunner
 from ragcanary.cli.app import app
 from ragcanary.serve.api import create_app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
 COMPOSE = DEPLOY / "docker-compose.yml"

@@ -19,7 +19,7 @@ import yaml
 
 from ragcanary.serve.exporter import Exporter, SuitePairs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "grafana"
 DEPLOY = ROOT / "deploy"
 PROMETHEUS_BUILTINS = {"ALERTS"}  # series Prometheus itself writes for alerting rules

@@ -33,7 +33,7 @@ from ragcanary.demo.retriever import (
 )
 from ragcanary.errors import UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CaseDict = dict[str, Any]  # one case of suite.yaml as parsed by yaml.safe_load
 JSON_QUERY = "serialize a dict to a JSON formatted string"
 QUERIES = [

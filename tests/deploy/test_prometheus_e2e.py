@@ -27,7 +27,7 @@ from prometheus_server import PrometheusServer, prometheus_binary
 from ragcanary.cli.commands import write_demo_config
 from ragcanary.demo.retriever import BackgroundServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 SUITE, TARGET = "demo", "demo-bm25"  # the names write_demo_config gives

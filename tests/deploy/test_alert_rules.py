@@ -12,8 +12,8 @@ import yaml
 from alert_contract import ALERTS, CONTRACT, alert_rules
 from prometheus_server import prometheus_binary
 
-ROOT = Path(__file__).resolve().parents[1]
-UNIT_TESTS = Path(__file__).resolve().parent / "prometheus" / "alerts_test.yml"
+ROOT = Path(__file__).resolve().parents[2]
+UNIT_TESTS = ROOT / "tests" / "prometheus" / "alerts_test.yml"
 RUNBOOKS = "https://github.com/ragcanary/ragcanary/blob/main/"  # + a path in this repository
 # Alerts about the daemon itself carry no suite or target: their descriptions name the
 # instance instead.

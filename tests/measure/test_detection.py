@@ -16,7 +16,7 @@ import pytest
 
 from ragcanary.config.model import Thresholds
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "detection.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "detection.py"
 HARSH = 0.01  # the largest score jitter the goal names (sd of one score in one run)
 # score_drift this benchmark recommends as the default: at 0.05 a 0.05 shift moves only about
 # half of the pairs past the threshold, so the ScoreDrift alert (ratio > 0.5) fires by chance.

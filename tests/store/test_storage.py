@@ -17,10 +17,10 @@ from factories import answer, case, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragcanary import schema
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.reports.report import to_report
+from ragcanary.store import schema
 from ragcanary.store.storage import StorageError, StorageUnavailable, Store, make_engine
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
