@@ -243,13 +243,18 @@ def _pip_steps(stage: list[Instruction]) -> list[str]:
     return steps
 
 
-def _run_step(command: str, wheels: Path, python_bin: Path, cwd: Path) -> None:
-    """Run one of the Dockerfile's shell commands with ``python`` from ``python_bin``."""
+def _run_step(
+    command: str, wheels: Path, python_bin: Path, cwd: Path, args: dict[str, str] | None = None
+) -> None:
+    """Run one of the Dockerfile's shell commands with ``python`` from ``python_bin``.
+
+    ``args`` are the build arguments (``ARG``) the command sees, as ``docker build`` passes them.
+    """
     path = f"{python_bin}{os.pathsep}{os.environ['PATH']}"
     result = subprocess.run(
         ["bash", "-euc", command.replace("/wheels", str(wheels))],
         cwd=cwd,
-        env={**os.environ, "PATH": path},
+        env={**os.environ, "EXTRAS": "", **(args or {}), "PATH": path},
         capture_output=True,
         text=True,
         timeout=300,
@@ -271,8 +276,9 @@ def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _run_step(step, wheels, Path(sys.executable).parent, cwd=context)
     venv.create(tmp / "venv", with_pip=True)
     bin_dir = tmp / "venv" / "bin"
+    build_args = _services()["ragcanary"]["build"].get("args", {})
     for step in _pip_steps(runtime):
-        _run_step(step, wheels, bin_dir, cwd=tmp)
+        _run_step(step, wheels, bin_dir, cwd=tmp, args=build_args)
     return bin_dir
 
 
