@@ -31,6 +31,7 @@ import pytest
 import yaml
 from daemon_harness import free_port, parse_metrics, wait_for
 from prometheus_server import prometheus_binary
+from retrievers import DEFAULT_API_KEY, FakeRetriever, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -263,10 +264,8 @@ def _run_step(
     assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
 
 
-@pytest.fixture(scope="module")
-def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _install_image(tmp: Path, build_args: dict[str, str]) -> Path:
     """A fresh virtualenv set up by the Dockerfile's own pip steps, as in the image; its bin."""
-    tmp = tmp_path_factory.mktemp("image")
     context = _build_context(tmp / "context")
     wheels = tmp / "wheels"
     builder, runtime = _stages(DOCKERFILE)[0], _stages(DOCKERFILE)[-1]
@@ -276,10 +275,22 @@ def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _run_step(step, wheels, Path(sys.executable).parent, cwd=context)
     venv.create(tmp / "venv", with_pip=True)
     bin_dir = tmp / "venv" / "bin"
-    build_args = _services()["ragcanary"]["build"].get("args", {})
     for step in _pip_steps(runtime):
         _run_step(step, wheels, bin_dir, cwd=tmp, args=build_args)
     return bin_dir
+
+
+@pytest.fixture(scope="module")
+def image_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The image as the compose stack builds it (with its build args: the demo extra)."""
+    build_args = _services()["ragcanary"]["build"].get("args", {})
+    return _install_image(tmp_path_factory.mktemp("image"), build_args)
+
+
+@pytest.fixture(scope="module")
+def production_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The image as built for production: no build args, so no extras."""
+    return _install_image(tmp_path_factory.mktemp("production"), {})
 
 
 def _output(command: list[str]) -> str:
@@ -747,3 +758,63 @@ def test_postgres_overlay_stores_in_postgresql_without_a_volume_claim() -> None:
     assert _storage(resources).startswith("postgresql+psycopg://")
     assert not [r for r in resources if r["kind"] == "PersistentVolumeClaim"]
     assert not [v for v in _mounts(resources).values() if "persistentVolumeClaim" in v]
+
+
+@pytest.mark.slow
+def test_production_install_has_no_demo_dependencies_and_runs(
+    production_venv: Path, tmp_path: Path
+) -> None:
+    """Without extras: no bm25s, `run` gates a live retriever, `demo` names the extra to install.
+
+    20-40 s: a wheel build and a virtualenv with the core dependencies.
+    """
+    python = str(production_venv / "python")
+    missing = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; m.version('bm25s')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert missing.returncode != 0, "the production install pulled in the demo's bm25s"
+    ragcanary = str(production_venv / "ragcanary")
+    with FakeRetriever() as retriever:
+        config = tmp_path / "ragcanary.yaml"
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(
+            yaml.safe_dump(
+                {"cases": [{"id": "reset", "query": "reset password", "relevant": ["doc-7"]}]}
+            ),
+            encoding="utf-8",
+        )
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+                    "targets": {"vendor": target_entry(retriever.url)},
+                    "suites": {"core": {"cases": "suite.yaml", "targets": ["vendor"], "k": [1, 5]}},
+                }
+            ),
+            encoding="utf-8",
+        )
+        env = {**os.environ, "VENDOR_KEY": DEFAULT_API_KEY}
+        ran = subprocess.run(
+            [ragcanary, "run", "-c", str(config), "--report", str(tmp_path / "report.json")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["metrics"]["hit_rate@1"] == 1.0
+    demo = subprocess.run(
+        [ragcanary, "demo", "--once", "--workdir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "pip install 'ragcanary[demo]'" in demo.stderr

@@ -187,7 +187,15 @@ def run_demo(
     import sys
 
     from ragcanary.config.model import load_config
-    from ragcanary.demo.retriever import MODES, BackgroundServer
+
+    try:
+        from ragcanary.demo.retriever import MODES, BackgroundServer
+    except ModuleNotFoundError as exc:
+        if exc.name != "bm25s":
+            raise
+        raise UsageError(
+            "the demo retriever needs the demo extra: pip install 'ragcanary[demo]'"
+        ) from None
 
     if mode not in MODES:
         raise UsageError(f"--drift {mode}: unknown mode; use one of {', '.join(MODES)}")
