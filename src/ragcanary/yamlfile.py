@@ -15,24 +15,35 @@ from ragcanary.errors import ConfigError, Problem
 NodePath = tuple[str | int, ...]
 LineMap = dict[NodePath, int]
 
+# DESIGN.md "Limits on what comes in": config and suite files are at most 10 MB each.
+MAX_FILE_BYTES = 10_000_000
+ALIAS_FIX = "write the value out; aliases are not allowed"
+_ALIASES_SHOWN = 10  # a file full of aliases is reported by its first few, not line by line
 
-def load_yaml(text: str, file: str) -> tuple[Any, LineMap]:
+
+def load_yaml(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, LineMap]:
     """Parse ``text`` like ``yaml.safe_load`` and map every key path to its 1-based line.
 
     A mapping key's path maps to the key's line, a sequence item's path to the item's
-    first line, ``()`` to the document's. Raises ``ConfigError`` for a syntax error or
-    for duplicated keys, each a ``Problem`` located in ``file``.
+    first line, ``()`` to the document's. Raises ``ConfigError`` for a syntax error, for
+    anchors and aliases (refused before anything is expanded) and for nesting too deep
+    to read, each a ``Problem`` located in ``file``. Duplicated keys are added to
+    ``problems`` when it is given, so the caller can report them beside its own;
+    otherwise they are raised too.
     """
     try:
         data, lines, duplicates = _load(text, file)
     except yaml.YAMLError as exc:
         raise ConfigError([_syntax_problem(exc, text, file)]) from exc
-    if duplicates:
-        raise ConfigError(duplicates)
-    return data, lines
+    except RecursionError as exc:
+        raise ConfigError([_too_deep(file)]) from exc
+    except _AliasesFound as exc:
+        found = sorted(exc.problems + exc.duplicates, key=lambda p: p.line or 0)
+        raise ConfigError(found) from None
+    return data, _report(duplicates, problems, lines)
 
 
-def load_json(text: str, file: str) -> tuple[Any, LineMap]:
+def load_json(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, LineMap]:
     """Parse ``text`` as JSON and map every key path to its line, like ``load_yaml``.
 
     The values come from ``json`` itself: YAML 1.1 reads ``1e5`` as a string and does
@@ -44,21 +55,42 @@ def load_json(text: str, file: str) -> tuple[Any, LineMap]:
         raise ConfigError(
             [Problem(file, "", f"not valid JSON: {exc.msg}", _JSON_FIX, exc.lineno)]
         ) from exc
+    except RecursionError as exc:
+        raise ConfigError([_too_deep(file)]) from exc
     try:
         # Outside strings a tab is only whitespace in JSON, but YAML refuses it as indentation.
         _, lines, duplicates = _load(text.replace("\t", " "), file)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, _AliasesFound):
         return data, {}  # valid JSON that YAML cannot read: correct data, lines unknown
-    if duplicates:
+    lines = {tuple(_join_surrogates(part) for part in path): n for path, n in lines.items()}
+    return data, _report(duplicates, problems, lines)
+
+
+def _report(duplicates: list[Problem], problems: list[Problem] | None, lines: LineMap) -> LineMap:
+    """Hand duplicate keys to the caller's ``problems``, or raise them when it has none."""
+    if duplicates and problems is None:
         raise ConfigError(duplicates)
-    return data, {tuple(_join_surrogates(part) for part in path): n for path, n in lines.items()}
+    if problems is not None:
+        problems.extend(duplicates)
+    return lines
 
 
-def read_text(path: Path, file: str, missing_fix: str) -> str:
-    """The text of ``path``; a missing, unreadable or non-UTF-8 file is a ``ConfigError``."""
+def read_text(path: Path, file: str, missing_fix: str, limit: int = MAX_FILE_BYTES) -> str:
+    """The text of ``path``; a missing, unreadable, non-UTF-8 or too big file is a ``ConfigError``.
+
+    The size is checked before reading, and no more than ``limit + 1`` bytes are ever read:
+    a huge file (or one that grows, or a device) costs neither time nor memory to refuse.
+    """
     try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ConfigError([_too_big(file, size, limit)])
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+        if len(raw) > limit:
+            raise ConfigError([_too_big(file, len(raw), limit)])
         # Not encoding="utf-8-sig": it decodes a lone b"\xef" (a cut-off BOM) as "".
-        return path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8")
+        return raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except FileNotFoundError as exc:
         raise ConfigError([Problem(file, "", "file not found", missing_fix)]) from exc
     except IsADirectoryError as exc:
@@ -73,6 +105,22 @@ def read_text(path: Path, file: str, missing_fix: str) -> str:
         raise ConfigError(
             [Problem(file, "", f"cannot be read ({exc.strerror})", "check its permissions")]
         ) from exc
+
+
+def _too_big(file: str, size: int, limit: int) -> Problem:
+    return Problem(
+        file,
+        "",
+        f"is {size / 1e6:.1f} MB or more; config and suite files may have at most "
+        f"{limit / 1e6:g} MB",
+        "keep it under that; split a large suite into several suite files",
+    )
+
+
+def _too_deep(file: str) -> Problem:
+    return Problem(
+        file, "", "is nested too deeply to read", "flatten it; no setting nests that deep"
+    )
 
 
 def line_of(lines: LineMap, path: NodePath) -> int | None:
@@ -136,16 +184,65 @@ def _join_surrogates(part: str | int) -> str | int:
     return part
 
 
+class _AliasesFound(Exception):
+    """Anchors or aliases in a document: refused before construction could expand them."""
+
+    def __init__(self, problems: list[Problem], duplicates: list[Problem]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+        self.duplicates = duplicates
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A SafeLoader that notes every anchor and alias while composing.
+
+    Composing is cheap even for an expansion bomb (an alias is one shared node); only
+    construction would expand it, and ``_load`` never constructs a document that has any.
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.alias_lines: list[tuple[int, str]] = []
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            self.alias_lines.append((event.start_mark.line + 1, f"{kind}{anchor}"))
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+
+
+def _alias_problems(noted: list[tuple[int, str]], file: str) -> list[Problem]:
+    found = list(dict.fromkeys(noted))  # "*a, *a, *a" on one line is one problem
+    problems = [
+        Problem(file, "", f"YAML {what} is not allowed", ALIAS_FIX, line)
+        for line, what in found[:_ALIASES_SHOWN]
+    ]
+    if len(found) > _ALIASES_SHOWN:
+        last = problems[-1]
+        more = len(found) - _ALIASES_SHOWN
+        problems[-1] = Problem(
+            file, "", f"{last.message} (and {more} more anchors or aliases)", ALIAS_FIX, last.line
+        )
+    return problems
+
+
 def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
-    """Data, line map and duplicate-key problems; raises ``yaml.YAMLError`` on bad syntax."""
-    loader = yaml.SafeLoader(text)
+    """Data, line map and duplicate-key problems; raises ``yaml.YAMLError`` on bad syntax.
+
+    Raises ``_AliasesFound`` instead of constructing a document with anchors or aliases.
+    """
+    loader = _NoAliasLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, {}, []
-        # Duplicates are looked for before construction, which flattens merges (``<<``)
-        # into pairs that legitimately repeat a key.
+        # Duplicates are looked for before construction (which would flatten merges),
+        # and also in a document refused for its aliases: all of it is reported at once.
         duplicates = _duplicate_keys(loader, node, file)
+        if loader.alias_lines:
+            raise _AliasesFound(_alias_problems(loader.alias_lines, file), duplicates)
         data = loader.construct_document(node)
         lines: LineMap = {}
         _record_lines(loader, node, (), lines, set())
