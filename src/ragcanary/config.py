@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -12,7 +12,6 @@ from urllib.parse import urlsplit
 
 import jmespath
 import jmespath.exceptions
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -23,15 +22,25 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails
 
 from ragcanary.environment import EnvOverrides, expand
 from ragcanary.errors import ConfigError, Problem
 from ragcanary.problems import explain, show, suggest
 from ragcanary.problems import fix_error as _fix
 from ragcanary.redact import Redactor
+from ragcanary.schedule import DEFAULT_EVERY_S, build_trigger
 from ragcanary.suite import Suite, load_suite
-from ragcanary.units import DURATION_HINT, RATE_HINT, parse_duration, parse_rate
-from ragcanary.yamlfile import Document, dotted, load_yaml, read_text
+from ragcanary.units import (
+    DURATION_HINT,
+    MAX_DURATION_S,
+    RATE_HINT,
+    DurationOutOfRange,
+    format_duration,
+    parse_duration,
+    parse_rate,
+)
+from ragcanary.yamlfile import Document, NodePath, dotted, load_yaml, read_text
 
 
 def _quote(value: Any) -> str:
@@ -46,10 +55,28 @@ def _quote(value: Any) -> str:
 def _duration(value: Any) -> float:
     try:
         seconds = parse_duration(value)
+    except DurationOutOfRange:
+        seconds = math.inf  # reported below, with the longest allowed
     except ValueError:
         raise _fix(f"{_quote(value)} is not a duration", DURATION_HINT) from None
     if seconds <= 0:  # no timeout or interval of ours can be zero
         raise _fix(f"{value!r} is not a duration above 0", DURATION_HINT)
+    if seconds > MAX_DURATION_S:  # timedelta and datetime arithmetic would overflow
+        longest = format_duration(MAX_DURATION_S)
+        raise _fix(f"{_quote(value)} is longer than {longest}", f"write {longest} or less")
+    return seconds
+
+
+MIN_INTERVAL_S = 1.0  # DESIGN.md "Limits on what comes in": intervals are at least 1 s
+
+
+def _interval(value: Any) -> float:
+    seconds = _duration(value)
+    if seconds < MIN_INTERVAL_S:
+        raise _fix(
+            f"{_quote(value)} is shorter than {format_duration(MIN_INTERVAL_S)}",
+            "write an interval of at least 1s, like 30s or 5m",
+        )
     return seconds
 
 
@@ -62,12 +89,13 @@ def _rate(value: Any) -> float:
 
 
 Seconds = Annotated[float, BeforeValidator(_duration)]
+Interval = Annotated[float, BeforeValidator(_interval)]
 PerSecond = Annotated[float, BeforeValidator(_rate)]
 Floor = Annotated[float, Field(ge=0, le=1)]
 Floors = dict[Annotated[int, Field(gt=0)], Floor]  # k -> lowest acceptable value
 
 FLOOR_METRICS = ("hit_rate", "precision", "recall", "ndcg", "map")
-DEFAULT_EVERY = 300.0
+DEFAULT_EVERY = DEFAULT_EVERY_S
 _URL_EXAMPLE = "http://127.0.0.1:8088/search"
 _LISTEN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
 _STORAGE = re.compile(r"sqlite(\+pysqlite)?://(/.*)?|postgresql\+psycopg://\S+")
@@ -150,7 +178,7 @@ class SuiteConfig(_Strict):
 
     cases: str
     targets: list[str] = Field(min_length=1)
-    every: Seconds | None = None  # every 5m when neither it nor cron is set
+    every: Interval | None = None  # every 5m when neither it nor cron is set
     cron: str | None = None
     k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10])
     depth: int = Field(default=10, ge=1, validate_default=True)
@@ -181,7 +209,7 @@ class SuiteConfig(_Strict):
         if info.data.get("every") is not None:
             raise _fix("every and cron are both set", "keep only one of them")
         try:
-            CronTrigger.from_crontab(cron, timezone=datetime.UTC)
+            build_trigger(None, cron)  # the very trigger serve schedules
         except ValueError as exc:
             raise _fix(
                 f"{cron!r} is not a cron expression ({exc})",
@@ -197,7 +225,9 @@ class SuiteConfig(_Strict):
         for index, value in enumerate(k):
             if value < 1:
                 raise _fix(f"{value} is not a cut-off", "use whole numbers of 1 or more", index)
-        return sorted(set(k))  # reports list cut-offs in order, each once
+        # Each once; a cut-off written twice is reported by the loader (_check_suites), which
+        # keeps this check from hiding the floors' and depth's own checks against k.
+        return sorted(set(k))
 
     @field_validator("depth")
     @classmethod
@@ -216,15 +246,21 @@ class SuiteConfig(_Strict):
         k = info.data.get("k")
         if not k:
             return thresholds
-        for metric in FLOOR_METRICS:
-            for cutoff in getattr(thresholds, metric):
-                if cutoff not in k:
-                    raise _fix(
-                        f"{metric}@{cutoff} is never computed: {cutoff} is not in k",
-                        f"add {cutoff} to k, or use one of {', '.join(map(str, k))}",
-                        metric,
-                        cutoff,
-                    )
+        errors = [
+            InitErrorDetails(
+                type=_fix(
+                    f"{metric}@{cutoff} is never computed: {cutoff} is not in k",
+                    f"add {cutoff} to k, or use one of {', '.join(map(str, k))}",
+                ),
+                loc=(metric, cutoff),
+                input=floor,
+            )
+            for metric in FLOOR_METRICS
+            for cutoff, floor in getattr(thresholds, metric).items()
+            if cutoff not in k
+        ]
+        if errors:  # every one of them, not only the first
+            raise ValidationError.from_exception_data("Thresholds", errors)
         return thresholds
 
 
@@ -331,7 +367,8 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     """
     file = str(path)
     text = read_text(path, file, "create it, or pass --config FILE or set RAGCANARY_CONFIG")
-    raw, lines = load_yaml(text, file)
+    duplicates: list[Problem] = []  # reported with the model's problems, not instead of them
+    raw, lines = load_yaml(text, file, duplicates)
     if raw is None:
         raw = {}  # every setting has a default
     if not isinstance(raw, dict):
@@ -342,9 +379,12 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     data = {**expansion.data, **overrides}
     doc = Document(file, data, lines)
 
-    secrets = _secrets(data, expansion.values)
+    failed = {where for where, _, _ in expansion.failures}
+    secrets = _secrets(data, expansion.values, failed)
     redact = Redactor(secrets)
-    problems = [doc.problem(where, message, fix) for where, message, fix in expansion.failures]
+    problems = duplicates + [
+        doc.problem(where, message, fix) for where, message, fix in expansion.failures
+    ]
     config = None
     try:
         config = Config.model_validate(data)
@@ -360,7 +400,8 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
             else:
                 problems.append(doc.problem(where, message, fix))
     suites, suite_problems = _load_suites(doc, path.parent)
-    problems += _check_targets(doc) + [p for p in suite_problems if p.file == file]
+    problems += _check_targets(doc) + _check_suites(doc)
+    problems += [p for p in suite_problems if p.file == file]
     problems.sort(key=lambda p: (p.line is None, p.line or 0))  # the file's own, top to bottom
     problems += [p for p in suite_problems if p.file != file]
     problems = [
@@ -414,6 +455,24 @@ def _check_targets(doc: Document) -> list[Problem]:
     return problems
 
 
+def _check_suites(doc: Document) -> list[Problem]:
+    """A cut-off written twice in ``k``: the model keeps it once, the file should too."""
+    suites = doc.data.get("suites")
+    problems: list[Problem] = []
+    for name, suite in suites.items() if isinstance(suites, dict) else ():
+        k = suite.get("k") if isinstance(suite, dict) else None
+        seen: set[int] = set()
+        for index, value in enumerate(k if isinstance(k, list) else []):
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue  # not a cut-off at all: the model says so
+            if value in seen:
+                message = f"k lists {value} more than once"
+                fix = f"list each cut-off once (remove this {value})"
+                problems.append(doc.problem(("suites", name, "k", index), message, fix))
+            seen.add(value)
+    return problems
+
+
 def _load_suites(doc: Document, base: Path) -> tuple[dict[str, Suite], list[Problem]]:
     """Each suite's cases, and problems with its target names and suite file."""
     raw_suites, raw_targets = doc.data.get("suites"), doc.data.get("targets")
@@ -453,18 +512,25 @@ def _load_suites(doc: Document, base: Path) -> tuple[dict[str, Suite], list[Prob
     return suites, problems
 
 
-def _secrets(data: Mapping[str, Any], expanded: frozenset[str]) -> frozenset[str]:
+def _secrets(
+    data: Mapping[str, Any], expanded: frozenset[str], failed: set[NodePath]
+) -> frozenset[str]:
+    """Values to redact. A value whose ``${VAR}`` is unset holds no secret but the reference
+    itself, and masking it would turn "${KEY} is not set" into "*** is not set"."""
     secrets = set(expanded)
+
+    def add(path: NodePath, value: Any, part: Callable[[str], str | None] = str) -> None:
+        if isinstance(value, str) and path not in failed:
+            secrets.add(part(value) or "")
+
     targets = data.get("targets")
-    for target in targets.values() if isinstance(targets, dict) else ():
+    for name, target in targets.items() if isinstance(targets, dict) else ():
         headers = target.get("headers") if isinstance(target, dict) else None
-        if isinstance(headers, dict):
-            secrets.update(v for v in headers.values() if isinstance(v, str))
-        if isinstance(target, dict) and isinstance(target.get("url"), str):
-            secrets.add(_password(target["url"]) or "")
-    if isinstance(data.get("admin_token"), str):
-        secrets.add(data["admin_token"])
-    if isinstance(data.get("storage"), str):
-        secrets.add(_password(data["storage"]) or "")
+        for header, value in headers.items() if isinstance(headers, dict) else ():
+            add(("targets", name, "headers", header), value)
+        if isinstance(target, dict):
+            add(("targets", name, "url"), target.get("url"), _password)
+    add(("admin_token",), data.get("admin_token"))
+    add(("storage",), data.get("storage"), _password)
     secrets.discard("")
     return frozenset(secrets)

@@ -84,11 +84,11 @@ def read_text(path: Path, file: str, missing_fix: str, limit: int = MAX_FILE_BYT
     try:
         size = path.stat().st_size
         if size > limit:
-            raise ConfigError([_too_big(file, size, limit)])
+            raise ConfigError([_too_big(file, f"is {size / 1e6:.1f} MB", limit)])
         with path.open("rb") as handle:
             raw = handle.read(limit + 1)
-        if len(raw) > limit:
-            raise ConfigError([_too_big(file, len(raw), limit)])
+        if len(raw) > limit:  # it grew since, or it is a device or a pipe
+            raise ConfigError([_too_big(file, f"has more than {limit / 1e6:g} MB", limit)])
         # Not encoding="utf-8-sig": it decodes a lone b"\xef" (a cut-off BOM) as "".
         return raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except FileNotFoundError as exc:
@@ -107,12 +107,11 @@ def read_text(path: Path, file: str, missing_fix: str, limit: int = MAX_FILE_BYT
         ) from exc
 
 
-def _too_big(file: str, size: int, limit: int) -> Problem:
+def _too_big(file: str, size: str, limit: int) -> Problem:
     return Problem(
         file,
         "",
-        f"is {size / 1e6:.1f} MB or more; config and suite files may have at most "
-        f"{limit / 1e6:g} MB",
+        f"the file {size}; config and suite files may have at most {limit / 1e6:g} MB",
         "keep it under that; split a large suite into several suite files",
     )
 
@@ -205,12 +204,13 @@ class _NoAliasLoader(yaml.SafeLoader):
         self.alias_lines: list[tuple[int, str]] = []
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
             self.alias_lines.append((event.start_mark.line + 1, f"{kind}{anchor}"))
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        node: yaml.Node | None = super().compose_node(parent, index)
+        return node
 
 
 def _alias_problems(noted: list[tuple[int, str]], file: str) -> list[Problem]:
