@@ -365,6 +365,17 @@ async def test_history_refuses_unknown_cases_and_bad_since(
     assert response.status_code == status
 
 
+@pytest.mark.parametrize("since", ["999999d", "0s", "500ms", "9" * 400, "9" * 400 + "w"])
+async def test_history_since_out_of_range_is_400_with_the_allowed_range(
+    api: httpx.AsyncClient, since: str
+) -> None:
+    """A since timedelta cannot hold answered 500; now 400 says which range is allowed."""
+    query = {"suite": "core", "case": "password", "since": since}
+    response = await api.get("/api/v1/history", params=query)
+    assert response.status_code == 400, response.text
+    assert "since must be between 1s and 3650d" in response.json()["detail"]
+
+
 # --- baselines ------------------------------------------------------------------------------
 
 

@@ -312,6 +312,17 @@ def test_history_table_shows_one_row_per_run_with_ranks(stored: Stored) -> None:
     assert stored.dropped in rows[2]  # the run id, to pass to `diff --from/--to`
 
 
+@pytest.mark.parametrize("since", ["999999d", "0s", "9" * 400])
+def test_history_since_out_of_range_exits_2_with_the_allowed_range(
+    stored: Stored, since: str
+) -> None:
+    """``--since 999999d`` crashed with an OverflowError; it is a usage error naming the range."""
+    args = ("--suite", "core", "--case", "password", "--since", since)
+    result = _invoke(stored.config, "history", *args)
+    assert result.exit_code == 2, result.output
+    assert "since must be between 1s and 3650d" in result.stderr
+
+
 @pytest.mark.parametrize(("since", "runs"), [("1h", 5), ("30d", 6), ("90d", 7)])
 def test_history_since_bounds_how_far_back(stored: Stored, since: str, runs: int) -> None:
     with Store.from_url(stored.db) as store:

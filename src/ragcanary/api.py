@@ -15,7 +15,7 @@ from ragcanary import __version__
 from ragcanary.errors import UsageError
 from ragcanary.oncall import case_history, run_diff
 from ragcanary.storage import StorageError
-from ragcanary.units import parse_duration
+from ragcanary.units import DurationOutOfRange, parse_duration_between
 
 if TYPE_CHECKING:
     from ragcanary.daemon import Daemon
@@ -86,11 +86,8 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     @app.post("/-/reload", responses=_errors(400))
     async def reload() -> JSONResponse:
-        ok = await daemon.reload()
-        body: dict[str, Any] = {"reloaded": ok}
-        if not ok:
-            body["reason"] = "the new config is invalid; see the logs; the old one keeps running"
-        return JSONResponse(body, status_code=200 if ok else 400)
+        result = await daemon.reload()
+        return JSONResponse(result.body(), status_code=result.status)
 
     @app.get("/api/v1/jobs")
     async def jobs() -> dict[str, Any]:
@@ -125,7 +122,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         )
         return dict(await storage(run_diff, daemon.store, suite, target, from_, to, depth))
 
-    @app.get("/api/v1/history", responses=_errors(404, 503))
+    @app.get("/api/v1/history", responses=_errors(400, 404, 503))
     async def history(
         suite: str, case: str, target: str | None = None, since: str = "7d"
     ) -> dict[str, Any]:
@@ -133,7 +130,9 @@ def create_app(daemon: Daemon) -> FastAPI:
         if suite not in suites or case not in suites[suite].by_id:
             raise HTTPException(404, f"no case {case!r} in suite {suite!r}")
         try:
-            window = parse_duration(since)
+            window = parse_duration_between(since, "since")
+        except DurationOutOfRange as exc:
+            raise HTTPException(400, str(exc)) from None
         except ValueError as exc:
             raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
         from datetime import timedelta

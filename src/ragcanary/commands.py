@@ -378,13 +378,15 @@ def show_history(
 
     from ragcanary.oncall import case_history
     from ragcanary.table import render_history
-    from ragcanary.units import DURATION_HINT, parse_duration
+    from ragcanary.units import DURATION_HINT, DurationOutOfRange, parse_duration_between
 
     cases = loaded.suites[suite].by_id
     if case not in cases:
         raise UsageError(f"--case {case}: no such case in suite {suite!r}")
     try:
-        window = timedelta(seconds=parse_duration(since))
+        window = timedelta(seconds=parse_duration_between(since, "since"))
+    except DurationOutOfRange as exc:
+        raise UsageError(f"--since: {exc}") from None
     except ValueError as exc:
         raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
     store = _store(loaded)

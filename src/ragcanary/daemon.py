@@ -19,7 +19,6 @@ import uvicorn
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ragcanary.config import LoadedConfig, SuiteConfig, load_config
@@ -28,8 +27,10 @@ from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
 from ragcanary.keeper import RunKeeper
 from ragcanary.logs import RedactSecrets
+from ragcanary.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.report import run_from_report, to_report, unanswered
 from ragcanary.runner import TargetGate
+from ragcanary.schedule import build_trigger
 from ragcanary.storage import Store
 from ragcanary.target import make_client
 
@@ -37,7 +38,6 @@ log = structlog.get_logger("ragcanary")
 
 # Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
 MAX_START_JITTER_S = 30.0
-CRON_JITTER_S = 10
 PRUNE_EVERY_S = 3600.0
 
 
@@ -48,7 +48,7 @@ class JobKey:
 
     @property
     def id(self) -> str:
-        return f"{self.suite}/{self.target}"
+        return job_id(self.suite, self.target)
 
 
 def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
@@ -65,9 +65,8 @@ def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
 
 
 def trigger_for(suite: SuiteConfig) -> BaseTrigger:
-    if suite.cron:
-        return CronTrigger.from_crontab(suite.cron, timezone=UTC, jitter=CRON_JITTER_S)
-    return IntervalTrigger(seconds=suite.every or 300.0, timezone=UTC)
+    """The trigger of ``suite``'s schedule: the one ``validate`` built when it checked it."""
+    return build_trigger(suite.every, suite.cron)
 
 
 class _ApiServer(uvicorn.Server):
@@ -108,6 +107,8 @@ class Daemon:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
         self._stop = asyncio.Event()
+        self._reloading = asyncio.Lock()  # one reload at a time, whether by API or SIGHUP
+        self._sighups: set[asyncio.Task[ReloadResult]] = set()
         self._stopping = False
         self.server: uvicorn.Server | None = None
         self.redactor.update(loaded.secrets)
@@ -194,7 +195,10 @@ class Daemon:
         self.request_stop("SIGINT")
 
     def _on_sighup(self) -> None:
-        asyncio.get_running_loop().create_task(self.reload())
+        # Held until done: the event loop keeps only a weak reference to a task.
+        reloading = asyncio.get_running_loop().create_task(self.reload())
+        self._sighups.add(reloading)
+        reloading.add_done_callback(self._sighups.discard)
 
     async def _start_server(self) -> None:
         from ragcanary.api import create_app
@@ -218,30 +222,87 @@ class Daemon:
 
     # -- config reload ------------------------------------------------------------------
 
-    async def reload(self) -> bool:
-        """Load the config again; keep the running one when the new one is invalid."""
-        try:
-            loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
-        except ConfigError as exc:
-            self.exporter.set_reload_result(False)
-            log.error(
-                "config reload rejected; the previous config keeps running",
-                problems=[str(p) for p in exc.problems],
+    async def reload(self) -> ReloadResult:
+        """Load the config again and apply only what changed; all of it, or nothing.
+
+        Everything is validated and built (triggers included) before anything running is
+        touched; a failure while applying rolls back. Jobs whose schedule is unchanged keep
+        their next run time.
+        """
+        async with self._reloading:
+            try:
+                loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
+                changes = compare(self.loaded, loaded)
+                triggers = self._triggers(loaded)
+            except ConfigError as exc:
+                return self._rejected(400, [str(p) for p in exc.problems])
+            except Exception as exc:  # a reload must never take the daemon down
+                log.exception("config reload failed")
+                return self._rejected(500, [f"the config could not be loaded ({exc!r})"])
+            jobs = self._jobs_snapshot()
+            try:
+                self._apply(loaded, changes, triggers)
+            except Exception as exc:
+                log.exception("applying the config failed; rolled back")
+                self._restore_jobs(jobs)
+                self.exporter.load(suite_pairs(self.loaded))
+                return self._rejected(500, [f"applying the config failed ({exc!r}); rolled back"])
+            self.exporter.set_reload_result(True)
+            warnings = tuple(
+                f"{name} changed in the config; it takes effect after a restart"
+                for name in changes.restart_needed
             )
-            return False
-        if loaded.config.storage != self.loaded.config.storage:
-            log.warning("storage changed in the config; it takes effect after a restart")
-        if loaded.config.listen != self.loaded.config.listen:
-            log.warning("listen changed in the config; it takes effect after a restart")
+            for warning in warnings:
+                log.warning(warning)
+            log.info("config reloaded", **changes.as_dict()["jobs"])
+            return ReloadResult(True, 200, changes=changes, warnings=warnings)
+
+    def _rejected(self, status: int, problems: list[str]) -> ReloadResult:
+        self.exporter.set_reload_result(False)
+        log.error("config reload rejected; the previous config keeps running", problems=problems)
+        return ReloadResult(False, status, problems=tuple(problems))
+
+    @staticmethod
+    def _triggers(loaded: LoadedConfig) -> dict[str, BaseTrigger]:
+        """The trigger of every job of ``loaded``, built before the scheduler is touched."""
+        return {
+            job_id(name, target): trigger_for(suite)
+            for name, suite in loaded.config.suites.items()
+            for target in suite.targets
+        }
+
+    def _apply(
+        self, loaded: LoadedConfig, changes: Changes, triggers: Mapping[str, BaseTrigger]
+    ) -> None:
+        """Switch to ``loaded``; synchronous, so no run starts halfway through."""
+        for removed in changes.jobs.removed:
+            self.scheduler.remove_job(removed)
+        now = datetime.now(UTC)
+        for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
+            suite, _, target = key.partition("/")
+            self._add_job(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
+        self.exporter.load(suite_pairs(loaded))
+        # Nothing below can fail: the new config is in.
         self._gates = self._gates_to_keep(loaded)
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
-        self._retire_clients()
-        self.exporter.load(suite_pairs(loaded))
-        self.exporter.set_reload_result(True)
-        self._schedule_all()
-        log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
-        return True
+        self._retire_clients((*changes.targets.changed, *changes.targets.removed))
+
+    def _jobs_snapshot(self) -> list[tuple[str, BaseTrigger, datetime | None]]:
+        return [
+            (job.id, job.trigger, job.next_run_time)
+            for job in self.scheduler.get_jobs()
+            if job.id != "prune"
+        ]
+
+    def _restore_jobs(self, jobs: list[tuple[str, BaseTrigger, datetime | None]]) -> None:
+        """Put the schedule back as ``_jobs_snapshot`` saw it."""
+        for job in self.scheduler.get_jobs():
+            if job.id != "prune":
+                job.remove()
+        for key, trigger, next_run in jobs:
+            suite, _, target = key.partition("/")
+            self._schedule_job(JobKey(suite, target), trigger, next_run)
 
     def _gates_to_keep(self, loaded: LoadedConfig) -> dict[str, TargetGate]:
         """The gates of targets whose limits the new config leaves as they were.
@@ -258,13 +319,15 @@ class Daemon:
             == (old[name].concurrency, old[name].rate_limit)
         }
 
-    def _retire_clients(self) -> None:
-        """New runs get new clients (the targets may have changed); old ones close when idle.
+    def _retire_clients(self, targets: tuple[str, ...]) -> None:
+        """New runs of ``targets`` get new clients; the old ones close when idle.
 
         Closing a client under a run in flight would fail its remaining queries and turn a
         mere reload into an "unavailable" run.
         """
-        clients, self._clients = list(self._clients.values()), {}
+        clients = [self._clients.pop(name) for name in targets if name in self._clients]
+        if not clients:
+            return
         runs = [t for t in self._running.values() if not t.done()]
         closing = asyncio.get_running_loop().create_task(self._close_clients(clients, runs))
         self._closing.add(closing)
@@ -282,6 +345,7 @@ class Daemon:
     # -- scheduling -----------------------------------------------------------------------
 
     def _schedule_all(self) -> None:
+        """At start: the pruning job and one job per (suite, target), each started jittered."""
         self.scheduler.remove_all_jobs()
         now = datetime.now(UTC)
         self.scheduler.add_job(
@@ -294,20 +358,28 @@ class Daemon:
         )
         for suite_name, suite in self.loaded.config.suites.items():
             for target in suite.targets:
-                key = JobKey(suite_name, target)
-                jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
-                self.scheduler.add_job(
-                    self._run_job,
-                    trigger_for(suite),
-                    args=[key],
-                    id=key.id,
-                    name=key.id,
-                    max_instances=1,
-                    coalesce=True,
-                    misfire_grace_time=None,
-                    next_run_time=now + timedelta(seconds=jitter),
-                    replace_existing=True,
-                )
+                self._add_job(JobKey(suite_name, target), suite, trigger_for(suite), now)
+
+    def _add_job(
+        self, key: JobKey, suite: SuiteConfig, trigger: BaseTrigger, now: datetime
+    ) -> None:
+        """Schedule ``key`` afresh: its first run a random moment into its first interval."""
+        jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
+        self._schedule_job(key, trigger, now + timedelta(seconds=jitter))
+
+    def _schedule_job(self, key: JobKey, trigger: BaseTrigger, next_run: datetime | None) -> None:
+        self.scheduler.add_job(
+            self._run_job,
+            trigger,
+            args=[key],
+            id=key.id,
+            name=key.id,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=next_run,
+            replace_existing=True,
+        )
 
     def _on_overlap(self, event: JobExecutionEvent) -> None:
         suite, _, target = event.job_id.partition("/")
