@@ -399,7 +399,7 @@ def test_four_independent_problems_are_four_problems(tmp_path: Path) -> None:
     found = problems_of(write(tmp_path, FOUR_PROBLEMS, FOUR_SUITE))
     config, suite = str(tmp_path / "ragcanary.yaml"), str(tmp_path / "suites" / "core.yaml")
     assert [(p.file, p.path, p.line) for p in found] == [
-        (config, "", 9),
+        (config, "targets.docs-search.timeout", 9),
         (config, "suites.core.k[3]", 16),
         (config, "suites.core.thresholds.hit_rate.7", 19),
         (suite, "cases[1].min_score", 3),

@@ -170,9 +170,18 @@ def test_duplicate_keys_and_case_mistakes_are_reported_together(tmp_path: Path) 
         "    max_score: 0.5\n"
     )
     found = _problems(write(tmp_path, text))
-    assert [(path, line) for path, _, line in found] == [("", 4), ("cases[1].min_score", 8)]
+    assert [(path, line) for path, _, line in found] == [
+        ("cases[0].query", 4),
+        ("cases[1].min_score", 8),
+    ]
     assert found[0][1] == "key 'query' appears twice (lines 3 and 4)"
     assert "min_score 0.8 is above max_score 0.5" in found[1][1]
+
+
+def test_a_duplicate_key_in_a_bare_list_of_cases_is_under_cases(tmp_path: Path) -> None:
+    """A file that is only a list of cases reports paths as if it had written cases:."""
+    [(path, _, line)] = _problems(write(tmp_path, "- id: a\n  query: q\n  id: b\n"))
+    assert (path, line) == ("cases[0].id", 3)
 
 
 def test_a_query_over_10000_characters_is_located(tmp_path: Path) -> None:

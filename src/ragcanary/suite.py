@@ -7,7 +7,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,6 +145,7 @@ def _parse(text: str, file: str, suffix: str) -> tuple[Document, list[Problem]]:
     data, lines = load(text, file, duplicates)
     if isinstance(data, list):  # a bare list of cases
         lines = {("cases", *path): line for path, line in lines.items()}
+        duplicates = [replace(p, path=f"cases{p.path}") for p in duplicates]
         return Document(file, {"cases": data}, lines), duplicates
     doc = Document(file, data, lines)
     if data is None:

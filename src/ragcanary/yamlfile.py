@@ -262,22 +262,24 @@ def _key(loader: yaml.SafeLoader, node: yaml.Node) -> str | int | None:
 
 
 def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list[Problem]:
+    """Every key written twice in one mapping, at the second one's line and dotted path."""
     problems: list[Problem] = []
-    stack = [root]
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
     visited: set[int] = set()
     while stack:
-        node = stack.pop()
+        node, path = stack.pop()
         if id(node) in visited:
             continue
         visited.add(id(node))
         if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(node.value))
         if not isinstance(node, yaml.MappingNode):
             continue
         first_line: dict[str | int, int] = {}
         for key_node, value_node in node.value:
-            stack.append(value_node)
             key = _key(loader, key_node)
+            below = f"{path}.{key}" if path else str(key)
+            stack.append((value_node, below))
             line = key_node.start_mark.line + 1
             if key is None:
                 continue
@@ -285,7 +287,7 @@ def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list
                 problems.append(
                     Problem(
                         file,
-                        "",
+                        below,
                         f"key {key!r} appears twice (lines {first_line[key]} and {line})",
                         "keep only one; otherwise the last one silently wins",
                         line,
