@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,6 +17,10 @@ import pytest
 import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
 from retrievers import FakeRetriever, graded_corpus, target_entry
+
+from ragcanary.config import load_config
+from ragcanary.daemon import Daemon, suite_pairs
+from ragcanary.exporter import Exporter, SuitePairs
 
 API_KEY = "sk-reload-5e1f0a"
 ADMIN_TOKEN = "adm-reload-77c2"  # POST /-/reload needs it (issue 11 item 9)
@@ -124,7 +128,7 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
     with running(setup.daemon()) as daemon:
         before = jobs(daemon)
         if bad == "alias bomb":
-            setup.config.write_text(BOMB, encoding="utf-8")
+            path.write_text(BOMB, encoding="utf-8")
             expected = "YAML anchor &l0 is not allowed"
         elif bad == "60 MB":
             with setup.config.open("ab") as handle:
@@ -193,3 +197,61 @@ def test_concurrent_reloads_and_sighup_run_one_at_a_time(setup: Setup) -> None:
         assert sum(1 for a in added if a) <= 1  # the job is added once, by whichever came first
         wait_for(lambda: set(jobs(daemon)) == {"fast/vendor", "hourly/vendor"}, RUNS_S, "jobs")
         assert reload_gauge(daemon) == 1
+
+
+class ExporterThatFailsOnce(Exporter):
+    """An exporter whose next ``load`` fails, as a bug in applying a config would."""
+
+    fail_next = False
+
+    def load(self, pairs: Mapping[str, SuitePairs]) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("the registry refused a series")
+        super().load(pairs)
+
+
+@pytest.mark.anyio
+async def test_a_reload_that_fails_to_apply_is_rolled_back(tmp_path: Path) -> None:
+    """Half-applied is not an outcome: the old jobs, times and config stay, the gauge says 0."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"hourly": HOURLY, "daily": {**HOURLY, "every": "1d"}},
+    }
+    path.write_text(yaml.safe_dump(json.loads(json.dumps(config))), encoding="utf-8")
+    environ = {"VENDOR_KEY": API_KEY}
+    exporter = ExporterThatFailsOnce()
+    daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
+    exporter.load(suite_pairs(daemon.loaded))
+    daemon.scheduler.start(paused=True)  # jobs are laid out but none runs during the test
+    daemon._schedule_all()
+    before = {job.id: (str(job.trigger), job.next_run_time) for job in daemon.scheduler.get_jobs()}
+    old = daemon.loaded
+    config["suites"] = {"hourly": {**HOURLY, "every": "2h"}, "minutely": CRON}
+    path.write_text(yaml.safe_dump(json.loads(json.dumps(config))), encoding="utf-8")
+    exporter.fail_next = True
+    try:
+        result = await daemon.reload()
+        assert (result.reloaded, result.status) == (False, 500)
+        assert "rolled back" in result.problems[0]
+        after = {
+            job.id: (str(job.trigger), job.next_run_time) for job in daemon.scheduler.get_jobs()
+        }
+        assert after == before
+        assert daemon.loaded is old
+        assert "ragcanary_config_last_reload_successful 0.0" in exporter.exposition().decode()
+        # The same config applies cleanly once nothing fails.
+        assert (await daemon.reload()).status == 200
+        assert {job.id for job in daemon.scheduler.get_jobs()} == {
+            "prune",
+            "hourly/vendor",
+            "minutely/vendor",
+        }
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        await daemon.keeper.close()
