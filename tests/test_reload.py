@@ -128,7 +128,7 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
     with running(setup.daemon()) as daemon:
         before = jobs(daemon)
         if bad == "alias bomb":
-            path.write_text(BOMB, encoding="utf-8")
+            setup.config.write_text(BOMB, encoding="utf-8")
             expected = "YAML anchor &l0 is not allowed"
         elif bad == "60 MB":
             with setup.config.open("ab") as handle:
