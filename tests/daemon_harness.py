@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -338,3 +339,15 @@ def running(daemon: DaemonProcess) -> Iterator[DaemonProcess]:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.stop(timeout=30)
         daemon.kill()
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """``yaml.safe_dump`` without anchors: ragcanary refuses YAML aliases (DESIGN.md limits)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def config_yaml(data: Any) -> str:
+    """``data`` as a config file: a value used twice is written out twice, never aliased."""
+    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False)

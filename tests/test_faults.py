@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from daemon_harness import DaemonProcess, Scrape, free_port, running, wait_for
+from daemon_harness import DaemonProcess, Scrape, config_yaml, free_port, running, wait_for
 from faulty_retriever import EXPECTED_OUTCOME, MODES, FaultyRetriever, Mode
 
 from ragcanary.config import TargetConfig
@@ -71,7 +70,7 @@ def _write_config(path: Path, port: int, storage: str, targets: Any, suites: Any
         "targets": targets,
         "suites": suites,
     }
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    path.write_text(config_yaml(config), encoding="utf-8")  # suites share their target lists
 
 
 def _memory(pid: int) -> dict[str, int]:
@@ -369,7 +368,14 @@ def test_reload_through_the_api_during_a_run_stores_that_run_and_switches_config
         reloaded_at = datetime.now(UTC)
         response = daemon.post("/-/reload")
         assert response.status_code == 200, response.text
-        assert response.json() == {"reloaded": True}
+        # The answer says what changed (issue 11 item 9): the long suite's k, a quick suite.
+        assert response.json()["reloaded"] is True
+        assert response.json()["changes"]["jobs"] == {
+            "added": ["quick/slow"],
+            "removed": [],
+            "changed": ["long/slow"],
+            "unchanged": [],
+        }
 
         def in_flight_run_stored() -> dict[str, Any] | None:
             for run in slow_world.stored():

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from daemon_harness import DaemonProcess, free_port, running, wait_for
+from daemon_harness import DaemonProcess, config_yaml, free_port, running, wait_for
 from retrievers import FakeRetriever, graded_corpus, target_entry
 
 from ragcanary.config import load_config
@@ -223,7 +223,7 @@ async def test_a_reload_that_fails_to_apply_is_rolled_back(tmp_path: Path) -> No
         "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
         "suites": {"hourly": HOURLY, "daily": {**HOURLY, "every": "1d"}},
     }
-    path.write_text(yaml.safe_dump(json.loads(json.dumps(config))), encoding="utf-8")
+    path.write_text(config_yaml(config), encoding="utf-8")
     environ = {"VENDOR_KEY": API_KEY}
     exporter = ExporterThatFailsOnce()
     daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
@@ -233,7 +233,7 @@ async def test_a_reload_that_fails_to_apply_is_rolled_back(tmp_path: Path) -> No
     before = {job.id: (str(job.trigger), job.next_run_time) for job in daemon.scheduler.get_jobs()}
     old = daemon.loaded
     config["suites"] = {"hourly": {**HOURLY, "every": "2h"}, "minutely": CRON}
-    path.write_text(yaml.safe_dump(json.loads(json.dumps(config))), encoding="utf-8")
+    path.write_text(config_yaml(config), encoding="utf-8")
     exporter.fail_next = True
     try:
         result = await daemon.reload()
