@@ -38,8 +38,7 @@ def load_yaml(text: str, file: str, problems: list[Problem] | None = None) -> tu
     except RecursionError as exc:
         raise ConfigError([_too_deep(file)]) from exc
     except _AliasesFound as exc:
-        found = sorted(exc.problems + exc.duplicates, key=lambda p: p.line or 0)
-        raise ConfigError(found) from None
+        raise ConfigError(exc.problems) from None
     return data, _report(duplicates, problems, lines)
 
 
@@ -184,65 +183,46 @@ def _join_surrogates(part: str | int) -> str | int:
 
 
 class _AliasesFound(Exception):
-    """Anchors or aliases in a document: refused before construction could expand them."""
+    """Anchors or aliases in a document: refused before anything could expand them."""
 
-    def __init__(self, problems: list[Problem], duplicates: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem]) -> None:
         super().__init__(problems)
         self.problems = problems
-        self.duplicates = duplicates
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """A SafeLoader that notes every anchor and alias while composing.
-
-    Composing is cheap even for an expansion bomb (an alias is one shared node); only
-    construction would expand it, and ``_load`` never constructs a document that has any.
-    """
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.alias_lines: list[tuple[int, str]] = []
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        anchor = getattr(event, "anchor", None)
-        if anchor is not None:
-            kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
-            self.alias_lines.append((event.start_mark.line + 1, f"{kind}{anchor}"))
-        node: yaml.Node | None = super().compose_node(parent, index)
-        return node
-
-
-def _alias_problems(noted: list[tuple[int, str]], file: str) -> list[Problem]:
-    found = list(dict.fromkeys(noted))  # "*a, *a, *a" on one line is one problem
-    problems = [
-        Problem(file, "", f"YAML {what} is not allowed", ALIAS_FIX, line)
-        for line, what in found[:_ALIASES_SHOWN]
-    ]
-    if len(found) > _ALIASES_SHOWN:
-        last = problems[-1]
-        more = len(found) - _ALIASES_SHOWN
-        problems[-1] = Problem(
-            file, "", f"{last.message} (and {more} more anchors or aliases)", ALIAS_FIX, last.line
-        )
-    return problems
+# libyaml's parser where PyYAML was built with it: on a 10 MB file it takes seconds where
+# the pure-Python one takes a minute. Its error messages are terser, so a file it refuses
+# is parsed again by PyYAML for the message (and the line) users read.
+_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
     """Data, line map and duplicate-key problems; raises ``yaml.YAMLError`` on bad syntax.
 
-    Raises ``_AliasesFound`` instead of constructing a document with anchors or aliases.
+    Raises ``_AliasesFound`` for a document with anchors or aliases, found from the event
+    stream before a single node is built: an expansion bomb never gets to expand.
     """
-    loader = _NoAliasLoader(text)
+    try:
+        return _load_with(_FAST_LOADER, text, file)
+    except yaml.YAMLError as exc:
+        if _FAST_LOADER is yaml.SafeLoader:
+            raise
+        if "maximum nesting depth" in str(exc):
+            # PyYAML would take minutes over the same brackets (its scanner is quadratic in
+            # the depth of flow collections) only to fail on them too.
+            raise RecursionError(str(exc)) from exc
+        return _load_with(yaml.SafeLoader, text, file)
+
+
+def _load_with(loader_class: Any, text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
+    _refuse_aliases(loader_class, text, file)
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, {}, []
-        # Duplicates are looked for before construction (which would flatten merges),
-        # and also in a document refused for its aliases: all of it is reported at once.
+        # Duplicates are looked for before construction, which would hide them.
         duplicates = _duplicate_keys(loader, node, file)
-        if loader.alias_lines:
-            raise _AliasesFound(_alias_problems(loader.alias_lines, file), duplicates)
         data = loader.construct_document(node)
         lines: LineMap = {}
         _record_lines(loader, node, (), lines, set())
@@ -251,7 +231,37 @@ def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
         loader.dispose()
 
 
-def _key(loader: yaml.SafeLoader, node: yaml.Node) -> str | int | None:
+def _refuse_aliases(loader_class: Any, text: str, file: str) -> None:
+    """Raise ``_AliasesFound`` naming the first few anchors and aliases, counting the rest."""
+    shown: dict[tuple[int, str], None] = {}  # "*a, *a" on one line is one problem
+    count = 0
+    for event in yaml.parse(text, Loader=loader_class):
+        anchor = getattr(event, "anchor", None)
+        if anchor is None:
+            continue
+        count += 1
+        if len(shown) < _ALIASES_SHOWN:
+            kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            line = event.start_mark.line + 1 if event.start_mark is not None else 1
+            shown[(line, f"{kind}{anchor}")] = None
+    if count:
+        raise _AliasesFound(_alias_problems(list(shown), count, file))
+
+
+def _alias_problems(found: list[tuple[int, str]], count: int, file: str) -> list[Problem]:
+    """One problem per anchor or alias noted, the last one counting those not shown."""
+    problems = [
+        Problem(file, "", f"YAML {what} is not allowed", ALIAS_FIX, line) for line, what in found
+    ]
+    more = count - len(found)
+    if more > 0 and len(found) == _ALIASES_SHOWN:
+        last = problems[-1]
+        message = f"{last.message} (and {more} more anchors or aliases)"
+        problems[-1] = Problem(file, "", message, ALIAS_FIX, last.line)
+    return problems
+
+
+def _key(loader: Any, node: yaml.Node) -> str | int | None:
     """A mapping key as a path element; None for keys a config never uses (lists, floats...)."""
     if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:merge":
         return None
@@ -261,7 +271,7 @@ def _key(loader: yaml.SafeLoader, node: yaml.Node) -> str | int | None:
     return key
 
 
-def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list[Problem]:
+def _duplicate_keys(loader: Any, root: yaml.Node, file: str) -> list[Problem]:
     """Every key written twice in one mapping, at the second one's line and dotted path."""
     problems: list[Problem] = []
     stack: list[tuple[yaml.Node, str]] = [(root, "")]
@@ -299,7 +309,7 @@ def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list
 
 
 def _record_lines(
-    loader: yaml.SafeLoader, node: yaml.Node, path: NodePath, lines: LineMap, visited: set[int]
+    loader: Any, node: yaml.Node, path: NodePath, lines: LineMap, visited: set[int]
 ) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     # An aliased node is walked once and located where its anchor is: PyYAML keeps no
