@@ -312,8 +312,8 @@ def _record_lines(
     loader: Any, node: yaml.Node, path: NodePath, lines: LineMap, visited: set[int]
 ) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
-    # An aliased node is walked once and located where its anchor is: PyYAML keeps no
-    # line for the alias. This also stops recursive and exponentially nested aliases.
+    # Documents with aliases are refused before this; the guard stays so that no shared
+    # node could ever be walked twice (or forever, were one recursive).
     if id(node) in visited:
         return
     visited.add(id(node))
