@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from factories import answer, case, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragcanary.config import SuiteConfig
 from ragcanary.drift import compare_runs
 from ragcanary.evaluation import evaluate
+from ragcanary.report import to_report
 from ragcanary.results import RunResult
 
 SUITE = SuiteConfig(cases="suite.yaml", targets=["search"])
@@ -97,3 +100,50 @@ def test_index_noise_wider_than_score_drift_is_judged_as_returned() -> None:
     assert evaluation.drift.tie_tolerance(SUITE.thresholds.score_drift) == 0.0
     assert evaluation.verdict.outcome == "regression"
     assert "mrr" in {f.metric for f in evaluation.verdict.failures if f.kind == "drop"}
+
+
+DOCS = [f"d{i}" for i in range(8)]
+_ranking = st.lists(st.sampled_from(DOCS), max_size=8, unique=True)
+_scores = st.lists(st.floats(0, 1), min_size=8, max_size=8)
+_answered = st.booleans()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_ranking, _scores, _answered, _ranking, _scores, _answered),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_report_deltas_are_exactly_current_minus_baseline(cases) -> None:
+    """Whatever the two runs answered (unanswered cases included), delta = metric difference."""
+    labelled = [case(f"c{i}", ["d0", "d3"]) for i in range(len(cases))]
+    before, after = [], []
+    for c, (ids_b, sc_b, ok_b, ids_a, sc_a, ok_a) in zip(labelled, cases, strict=True):
+        before.append(
+            (
+                c,
+                answer(ids_b, sorted(sc_b, reverse=True)[: len(ids_b)])
+                if ok_b
+                else answer([], outcome="timeout"),
+            )
+        )
+        after.append(
+            (
+                c,
+                answer(ids_a, sorted(sc_a, reverse=True)[: len(ids_a)])
+                if ok_a
+                else answer([], outcome="timeout"),
+            )
+        )
+    suite = SuiteConfig(cases="suite.yaml", targets=["search"], min_coverage=0.0)
+    baseline = evaluate(run(before, "base"), suite)
+    current = to_report(evaluate(run(after), suite, run(before, "base")))
+    expected = baseline.scores.metrics
+    assert current["baseline"] is not None
+    for metric, delta in current["baseline"]["deltas"].items():
+        assert abs(delta - (current["metrics"][metric] - expected[metric])) <= 1e-12
+    shared = set(current["metrics"]) & set(expected)
+    if current["baseline"]["deltas"]:
+        assert set(current["baseline"]["deltas"]) == shared
