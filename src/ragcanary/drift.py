@@ -33,10 +33,11 @@ class Drift:
         """Score gap under which two results count as tied: NOISE_SPREADS times the noise.
 
         Never above twice ``score_drift``: two results whose scores each moved by less than
-        that (noise, by the suite's own threshold) can only have swapped from that close, and
-        a run whose scores all moved far (a new model) must not pass reorderings off as noise.
+        that (noise, by the suite's own threshold) can only have swapped from that close.
+        0 once the spread itself exceeds ``score_drift``: the scores drifted (a re-embedded or
+        noisy index, a new model), and a reordering is then a change, never noise.
         """
-        if self.score_noise is None:
+        if self.score_noise is None or self.score_noise > score_drift + 1e-12:
             return 0.0
         return min(2 * score_drift, NOISE_SPREADS * self.score_noise)
 
