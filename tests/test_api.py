@@ -138,7 +138,13 @@ async def test_healthz_answers_ok(api: httpx.AsyncClient) -> None:
 async def test_readyz_is_200_while_storage_is_reachable(api: httpx.AsyncClient) -> None:
     response = await api.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"ready": True, "config": True, "storage": True, "reason": None}
+    assert response.json() == {
+        "ready": True,
+        "config": True,
+        "storage": True,
+        "reason": None,
+        "buffered_runs": 0,
+    }
 
 
 async def test_readyz_is_503_with_a_reason_when_the_database_directory_is_gone(

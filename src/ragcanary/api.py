@@ -40,6 +40,10 @@ _ERRORS = {
 }
 
 
+# /readyz answers within 2 s whatever storage does: a hung check answers 503 at this deadline.
+READY_DEADLINE_S = 1.5
+
+
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for the error statuses an operation answers besides 200 and 422."""
     return {code: {"model": ErrorBody, "description": _ERRORS[code]} for code in codes}
@@ -72,16 +76,17 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     @app.get("/readyz", responses={503: {"description": "not ready; reason says why"}})
     async def readyz() -> JSONResponse:
-        try:
-            await asyncio.to_thread(daemon.store.ping)
-            storage_ok, reason = True, None
-        except StorageError as exc:
-            storage_ok, reason = False, str(exc)
-        # Reachable is not ready while the tables are missing (a daemon started during an
-        # outage): create them now, or the API would fail on the first read after a 200.
-        if storage_ok and not await daemon.keeper.ensure_schema():
-            storage_ok, reason = False, "storage reachable, but its tables could not be created"
-        body = {"ready": storage_ok, "config": True, "storage": storage_ok, "reason": reason}
+        # Ready means runs can be stored: a write must commit, not only a read. A read-only
+        # file or a database in recovery answers reads and refuses every run.
+        reason = await daemon.keeper.writable(READY_DEADLINE_S)
+        storage_ok = reason is None
+        body = {
+            "ready": storage_ok,
+            "config": True,
+            "storage": storage_ok,
+            "reason": reason,
+            "buffered_runs": daemon.keeper.pending,
+        }
         return JSONResponse(body, status_code=200 if storage_ok else 503)
 
     @app.post("/-/reload", responses=_errors(400))

@@ -26,11 +26,13 @@ from ragcanary.cycle import run_cycle
 from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
 from ragcanary.keeper import RunKeeper
+from ragcanary.lock import Lock, acquire
 from ragcanary.logs import RedactSecrets
 from ragcanary.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.report import run_from_report, to_report, unanswered
 from ragcanary.runner import TargetGate
 from ragcanary.schedule import build_trigger
+from ragcanary.spool import Spool, spool_path
 from ragcanary.storage import Store
 from ragcanary.target import make_client
 
@@ -39,6 +41,10 @@ log = structlog.get_logger("ragcanary")
 # Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
 MAX_START_JITTER_S = 30.0
 PRUNE_EVERY_S = 3600.0
+# Buffered runs are retried after this, doubling while storage refuses them, up to the max.
+STORAGE_RETRY_S = 1.0
+STORAGE_RETRY_MAX_S = 30.0
+STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,13 @@ class Daemon:
         self.grace_s = grace_s
         self.rng = rng or random.Random()
         self.client_factory = client_factory
-        self.keeper = RunKeeper(Store.from_url(loaded.config.storage))
+        self.keeper = RunKeeper(
+            Store.from_url(loaded.config.storage),
+            spool=Spool(spool_path(loaded.config.storage, environ)),
+            on_error=self.exporter.count_storage_error,
+        )
+        self._lock: Lock | None = None
+        self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._gates: dict[str, TargetGate] = {}  # shared limits of each target across suites
@@ -129,7 +141,12 @@ class Daemon:
         return 0
 
     async def startup(self) -> None:
+        # Before anything listens or runs: a second daemon on this storage must change nothing.
+        self._lock = await asyncio.to_thread(acquire, self.loaded.config.storage)
+        self.keeper.replay_spool()
         await self.keeper.ensure_schema()
+        self.exporter.set_buffered_runs(self.keeper.pending)
+        self._storage_task = asyncio.get_running_loop().create_task(self._keep_storing())
         self.exporter.load(suite_pairs(self.loaded))
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
@@ -168,12 +185,26 @@ class Daemon:
             await client.aclose()
         if self._closing:
             await asyncio.wait(self._closing, timeout=5)
+        if self._storage_task is not None:
+            self._storage_task.cancel()
+            await asyncio.wait([self._storage_task], timeout=1)
         if self.server is not None:
             self.server.should_exit = True
             if self._server_task is not None:
                 await asyncio.wait([self._server_task], timeout=5)
-        await self.keeper.close()
+        await self.keeper.close(deadline_s=STORAGE_CLOSE_S)
+        if self._lock is not None:
+            self._lock.release()
         log.info("stopped")
+
+    async def _keep_storing(self) -> None:
+        """Write buffered runs as soon as storage takes writes again, backing off while it won't."""
+        delay = STORAGE_RETRY_S
+        while True:
+            await asyncio.sleep(delay)
+            stored = await self.keeper.retry()
+            self.exporter.set_buffered_runs(self.keeper.pending)
+            delay = STORAGE_RETRY_S if stored else min(delay * 2, STORAGE_RETRY_MAX_S)
 
     def request_stop(self, reason: str = "signal") -> None:
         if self._stop.is_set():
@@ -445,7 +476,9 @@ class Daemon:
         )
         report = to_report(evaluation)
         self.exporter.observe_run(report)
-        if await self.keeper.save(report) and suite_cfg.baseline == "pinned":
+        saved = await self.keeper.save(report)
+        self.exporter.set_buffered_runs(self.keeper.pending)
+        if saved and suite_cfg.baseline == "pinned":
             await self.keeper.pin_first_healthy(pair, report)
         log_run(report)
         return report

@@ -18,6 +18,7 @@ from ragcanary.exposition import MergedCollector, PairSeries, join_text
 from ragcanary.results import ANSWERED, OUTCOMES
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
+STORAGE_OPERATIONS = ("read", "write", "check")
 # A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
 QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -175,6 +176,19 @@ class Exporter:
             registry=self._base,
         )
         build.labels(version).set(1)
+        self._buffered = Gauge(
+            "ragcanary_storage_buffered_runs",
+            "Runs waiting in memory (or the spool) for storage to accept them.",
+            registry=self._base,
+        )
+        self._storage_errors = Counter(
+            "ragcanary_storage_errors_total",
+            "Storage reads and writes that failed (unreachable, read-only, timed out).",
+            ("operation",),
+            registry=self._base,
+        )
+        for operation in STORAGE_OPERATIONS:
+            self._storage_errors.labels(operation)
         self._aggregates: frozenset[MetricWrapperBase] = frozenset(
             {
                 *self._cut_off.values(),
@@ -263,6 +277,14 @@ class Exporter:
         """Count a scheduled run skipped because the previous one of its job still ran."""
         if (suite, target) in self._layouts:
             self._child(self._skipped, (suite, target)).inc()
+
+    def set_buffered_runs(self, runs: int) -> None:
+        """Record how many runs wait for storage."""
+        self._buffered.set(runs)
+
+    def count_storage_error(self, operation: str) -> None:
+        """Count one failed storage call (``operation``: read, write or check)."""
+        self._storage_errors.labels(operation).inc()
 
     def set_reload_result(self, ok: bool) -> None:
         """Record whether the last configuration reload was accepted."""
