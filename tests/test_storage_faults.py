@@ -93,6 +93,18 @@ def _stored_sqlite(database: Path) -> set[str]:
         engine.dispose()
 
 
+def _started(daemon: DaemonProcess) -> DaemonProcess | None:
+    """``daemon`` started, or None when it exited 2 because the storage was still held."""
+    try:
+        daemon.start()
+    except RuntimeError as exc:
+        daemon.kill()
+        if "in use by another ragcanary serve" not in str(exc):
+            raise
+        return None
+    return daemon
+
+
 def _ready_status(daemon: DaemonProcess) -> tuple[int, float]:
     started = time.monotonic()
     response = daemon.get("/readyz")
@@ -228,8 +240,13 @@ def test_partitioned_postgres_never_stops_the_schedule_and_loses_no_run(
         assert code == 0
         assert took <= 30, f"SIGTERM took {took:.1f}s with storage partitioned"
         logged = set(_logged_runs(daemon))
-        restarted = _daemon(tmp_path, storage, retriever.url)
-        with running(restarted):
+        # The database may still hold the dead daemon's session until its keepalives fail: a
+        # restart is refused (exit 2) until then, and is started again, as Kubernetes would.
+        restarted = wait_for(
+            lambda: _started(_daemon(tmp_path, storage, retriever.url)), 60, "a restart"
+        )
+        assert restarted is not None
+        try:
 
             def stored() -> set[str]:
                 runs: list[dict[str, Any]] = restarted.get("/api/v1/runs", limit=1000).json()[
@@ -238,3 +255,7 @@ def test_partitioned_postgres_never_stops_the_schedule_and_loses_no_run(
                 return {r["run_id"] for r in runs}
 
             wait_for(lambda: logged <= stored(), RUNS_S, "every run of the partition stored")
+        finally:
+            if restarted.process.poll() is None:
+                restarted.stop()
+            restarted.kill()

@@ -28,6 +28,14 @@ _KEY = (
 )
 
 
+_SERVER_KEEPALIVES = (
+    "SET tcp_keepalives_idle = 5",
+    "SET tcp_keepalives_interval = 2",
+    "SET tcp_keepalives_count = 3",
+    "SET tcp_user_timeout = 10000",
+)
+
+
 class DatabaseInUse(UsageError):
     """Another live `ragcanary serve` already uses this storage (exit 2)."""
 
@@ -117,6 +125,11 @@ class _AdvisoryLock:
             engine.dispose()
             return cls(None, None)
         try:
+            # The server ends this session (and frees the lock) within seconds of losing this
+            # process, even when a partition swallowed the close: a restart after one is
+            # refused only that long, not for the kernel's default of two hours.
+            for setting in _SERVER_KEEPALIVES:
+                conn.execute(sqlalchemy.text(setting))
             key = conn.execute(sqlalchemy.text(_KEY)).scalar_one()
             taken = conn.execute(
                 sqlalchemy.text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
@@ -137,7 +150,8 @@ class _AdvisoryLock:
                 engine.dispose()
                 raise DatabaseInUse(
                     f"storage {shown} is in use by another ragcanary serve (pid {pid}); stop "
-                    "it, or point storage at another database or schema"
+                    "it, or point storage at another database or schema (a daemon cut off "
+                    "from the database loses its hold within 20 s)"
                 )
         except sqlalchemy.exc.SQLAlchemyError:
             conn.close()
