@@ -245,7 +245,7 @@ def test_serve_leaks_no_secret_in_logs_api_or_a_rejected_reload(
         # A reload whose bad value is the secret is refused; neither answer nor log shows it.
         text = config.read_text()
         config.write_text(text.replace("timeout: 5s", "timeout: ${VENDOR_KEY}", 1))
-        refused = daemon.post("/-/reload")
+        refused = daemon.post("/-/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert refused.status_code == 400, refused.text
         responses.append(refused)
         wait_for(lambda: "timeout" in daemon.log, RUNS_S, "the refused reload to be logged")

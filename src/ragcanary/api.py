@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Header, HTTPException, Query, Response
@@ -13,6 +12,7 @@ from pydantic import BaseModel
 
 from ragcanary import __version__
 from ragcanary.errors import UsageError
+from ragcanary.guard import Guard
 from ragcanary.oncall import case_history, run_diff
 from ragcanary.storage import StorageError
 from ragcanary.units import DurationOutOfRange, parse_duration_between
@@ -35,6 +35,7 @@ _ERRORS = {
     400: "the body is not JSON, or the new config is invalid (the old one keeps running)",
     401: "missing or wrong bearer token",
     403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
+    413: "the request body is over 1 MB",
     404: "no such run, case, or nothing stored yet to answer with",
     503: "storage is unreachable",
 }
@@ -56,6 +57,7 @@ def _storage_down(exc: StorageError) -> HTTPException:
 def create_app(daemon: Daemon) -> FastAPI:
     """The FastAPI app bound to one running daemon."""
     app = FastAPI(title="ragcanary", version=__version__)
+    app.add_middleware(Guard, admin_token=lambda: daemon.loaded.config.admin_token)
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -89,7 +91,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         }
         return JSONResponse(body, status_code=200 if storage_ok else 503)
 
-    @app.post("/-/reload", responses=_errors(400))
+    @app.post("/-/reload", responses=_errors(400, 401, 403, 413))
     async def reload() -> JSONResponse:
         result = await daemon.reload()
         return JSONResponse(result.body(), status_code=result.status)
@@ -156,20 +158,15 @@ def create_app(daemon: Daemon) -> FastAPI:
     async def baselines() -> dict[str, Any]:
         return {"baselines": await storage(daemon.store.baselines)}
 
-    @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 503))
+    @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 413, 503))
     async def set_baseline(
         suite: str,
         target: str,
         # No body at all means the same as {}: pin the latest successful run.
         body: BaselineRequest | None = None,
+        # Declared for OpenAPI only: Guard has checked it before the body was read.
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
-        token = daemon.loaded.config.admin_token
-        if not token:
-            raise HTTPException(403, "admin API disabled: set RAGCANARY_ADMIN_TOKEN to enable it")
-        given = (authorization or "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(401, "missing or wrong bearer token")
         run_id = body.run_id if body is not None else None
         if run_id is None:
             latest = await storage(daemon.store.latest_run, suite, target, outcome="ok")

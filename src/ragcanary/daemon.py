@@ -25,6 +25,7 @@ from ragcanary.config import LoadedConfig, SuiteConfig, load_config
 from ragcanary.cycle import run_cycle
 from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
+from ragcanary.httpserver import BACKLOG, guarded_protocol
 from ragcanary.keeper import RunKeeper
 from ragcanary.lock import Lock, acquire
 from ragcanary.logs import RedactSecrets
@@ -41,6 +42,7 @@ log = structlog.get_logger("ragcanary")
 # Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
 MAX_START_JITTER_S = 30.0
 PRUNE_EVERY_S = 3600.0
+KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every scrape)
 # Buffered runs are retried after this, doubling while storage refuses them, up to the max.
 STORAGE_RETRY_S = 1.0
 STORAGE_RETRY_MAX_S = 30.0
@@ -242,6 +244,9 @@ class Daemon:
             log_config=None,
             access_log=False,
             lifespan="off",
+            http=guarded_protocol(),
+            backlog=BACKLOG,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         self.server = _ApiServer(config)
         self._server_task: asyncio.Task[None] | None = asyncio.create_task(self.server.serve())
