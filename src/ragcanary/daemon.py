@@ -23,6 +23,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ragcanary.config import LoadedConfig, SuiteConfig, load_config
+from ragcanary.config_export import config_hash, interval_seconds, verdict_thresholds
 from ragcanary.cycle import run_cycle
 from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
@@ -51,14 +52,20 @@ class JobKey:
         return f"{self.suite}/{self.target}"
 
 
-def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
-    """What the exporter must know of each configured suite."""
+def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, SuitePairs]:
+    """What the exporter must know of each configured suite, its thresholds and interval too.
+
+    ``now`` is where a cron schedule's interval is measured from (default: the current time).
+    """
+    at = now or datetime.now(UTC)
     return {
         name: SuitePairs(
             targets=tuple(cfg.targets),
             ks=tuple(cfg.k),
             per_case_metrics=cfg.per_case_metrics,
             case_ids=tuple(c.id for c in loaded.suites[name].cases),
+            thresholds=verdict_thresholds(cfg),
+            interval_seconds=interval_seconds(cfg, at),
         )
         for name, cfg in loaded.config.suites.items()
     }
@@ -129,7 +136,7 @@ class Daemon:
 
     async def startup(self) -> None:
         await self.keeper.ensure_schema()
-        self.exporter.load(suite_pairs(self.loaded))
+        self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
         self._schedule_all()
@@ -237,7 +244,7 @@ class Daemon:
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
         self._retire_clients()
-        self.exporter.load(suite_pairs(loaded))
+        self.exporter.load(suite_pairs(loaded), config_hash=config_hash(loaded))
         self.exporter.set_reload_result(True)
         self._schedule_all()
         log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
