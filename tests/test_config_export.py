@@ -124,7 +124,8 @@ def test_a_reload_removes_thresholds_and_the_interval_the_config_dropped() -> No
     exporter.load({"core": SuitePairs(("search",), (5,), thresholds={"max_drop": 0.1})})
     text = exporter.exposition().decode()
     assert 'ragcanary_threshold{name="max_drop",suite="core",target="search"} 0.1' in text
-    assert "hit_rate@5" not in text and "min_rank_overlap" not in text
+    assert "hit_rate@5" not in text
+    assert "min_rank_overlap" not in text
     assert "ragcanary_interval_seconds{" not in text
     assert 'ragcanary_config_hash{hash="aaaa"} 1.0' in text  # a load without a hash keeps it
 
