@@ -22,6 +22,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ragcanary.config import LoadedConfig, SuiteConfig, load_config
+from ragcanary.config_export import config_hash, interval_seconds, verdict_thresholds
 from ragcanary.cycle import run_cycle
 from ragcanary.errors import ConfigError
 from ragcanary.exporter import Exporter, SuitePairs
@@ -59,14 +60,20 @@ class JobKey:
         return job_id(self.suite, self.target)
 
 
-def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
-    """What the exporter must know of each configured suite."""
+def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, SuitePairs]:
+    """What the exporter must know of each configured suite, its thresholds and interval too.
+
+    ``now`` is where a cron schedule's interval is measured from (default: the current time).
+    """
+    at = now or datetime.now(UTC)
     return {
         name: SuitePairs(
             targets=tuple(cfg.targets),
             ks=tuple(cfg.k),
             per_case_metrics=cfg.per_case_metrics,
             case_ids=tuple(c.id for c in loaded.suites[name].cases),
+            thresholds=verdict_thresholds(cfg),
+            interval_seconds=interval_seconds(cfg, at),
         )
         for name, cfg in loaded.config.suites.items()
     }
@@ -149,7 +156,7 @@ class Daemon:
         await self.keeper.ensure_schema()
         self.exporter.set_buffered_runs(self.keeper.pending)
         self._storage_task = asyncio.get_running_loop().create_task(self._keep_storing())
-        self.exporter.load(suite_pairs(self.loaded))
+        self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
         self._schedule_all()
@@ -281,7 +288,7 @@ class Daemon:
             except Exception as exc:
                 log.exception("applying the config failed; rolled back")
                 self._restore_jobs(jobs)
-                self.exporter.load(suite_pairs(self.loaded))
+                self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
                 return self._rejected(500, [f"applying the config failed ({exc!r}); rolled back"])
             self.exporter.set_reload_result(True)
             warnings = tuple(
@@ -317,7 +324,7 @@ class Daemon:
         for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
             suite, _, target = key.partition("/")
             self._add_job(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
-        self.exporter.load(suite_pairs(loaded))
+        self.exporter.load(suite_pairs(loaded), config_hash=config_hash(loaded))
         # Nothing below can fail: the new config is in.
         self._gates = self._gates_to_keep(loaded)
         self.loaded = loaded
