@@ -123,6 +123,9 @@ class TargetConfig(_Strict):
     retries: int = Field(default=1, ge=0)
     max_response_bytes: int = Field(default=10_000_000, ge=1)
     verify_tls: bool = True
+    # same-origin: follow redirects only to the same scheme, host and port; any: also to other
+    # origins, with every configured header (secrets) dropped on the way.
+    follow_redirects: Literal["same-origin", "any"] = "same-origin"
 
     @field_validator("url")
     @classmethod
