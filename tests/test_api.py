@@ -269,7 +269,7 @@ async def test_diff_defaults_to_baseline_against_latest(
     assert diff["from"]["run_id"] == first["run_id"]
     assert diff["to"]["run_id"] == latest["run_id"]
     (case,) = [c for c in diff["cases"] if c["id"] == "password"]
-    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93}]
+    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}]
     assert case["metrics"]["recall@3"] == {"from": 1.0, "to": 0.5, "delta": -0.5}
     assert "rr" not in case["metrics"]  # doc-2 moved up to rank 1
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Annotated, Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
@@ -13,7 +14,7 @@ from pydantic import BaseModel
 from ragcanary import __version__
 from ragcanary.errors import UsageError
 from ragcanary.guard import Guard
-from ragcanary.oncall import case_history, run_diff
+from ragcanary.oncall import ForeignRun, case_history, relevant_ids, run_diff
 from ragcanary.storage import StorageError
 from ragcanary.units import DurationOutOfRange, parse_duration_between
 
@@ -50,6 +51,16 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _ERRORS[code]} for code in codes}
 
 
+def _window(since: str) -> float:
+    """Seconds of a ``since`` query parameter: 400 out of range, 422 not a duration."""
+    try:
+        return parse_duration_between(since, "since")
+    except DurationOutOfRange as exc:
+        raise HTTPException(400, str(exc)) from None
+    except ValueError as exc:
+        raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
+
+
 def _storage_down(exc: StorageError) -> HTTPException:
     return HTTPException(503, f"storage unreachable: {exc}")
 
@@ -64,6 +75,8 @@ def create_app(daemon: Daemon) -> FastAPI:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except StorageError as exc:
             raise _storage_down(exc) from None
+        except ForeignRun as exc:
+            raise HTTPException(400, str(exc)) from None
         except UsageError as exc:
             raise HTTPException(404, str(exc)) from None
 
@@ -100,13 +113,19 @@ def create_app(daemon: Daemon) -> FastAPI:
     async def jobs() -> dict[str, Any]:
         return {"jobs": daemon.next_runs()}
 
-    @app.get("/api/v1/runs", responses=_errors(503))
+    @app.get("/api/v1/runs", responses=_errors(400, 503))
     async def runs(
         suite: str | None = None,
         target: str | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        outcome: Literal["ok", "regression", "unavailable"] | None = None,
+        since: str | None = None,
     ) -> dict[str, Any]:
-        return {"runs": await storage(daemon.store.list_runs, suite, target, limit)}
+        start = None
+        if since is not None:
+            start = datetime.now(UTC) - timedelta(seconds=_window(since))
+        found = await storage(daemon.store.list_runs, suite, target, limit, outcome, start)
+        return {"runs": found}
 
     @app.get("/api/v1/runs/{run_id}", responses=_errors(404, 503))
     async def run(run_id: str) -> dict[str, Any]:
@@ -115,7 +134,7 @@ def create_app(daemon: Daemon) -> FastAPI:
             raise HTTPException(404, f"no run {run_id}")
         return dict(report)
 
-    @app.get("/api/v1/diff", responses=_errors(404, 503))
+    @app.get("/api/v1/diff", responses=_errors(400, 404, 503))
     async def diff(
         suite: str,
         target: str,
@@ -127,7 +146,11 @@ def create_app(daemon: Daemon) -> FastAPI:
             if suite in daemon.loaded.config.suites
             else None
         )
-        return dict(await storage(run_diff, daemon.store, suite, target, from_, to, depth))
+        loaded = daemon.loaded.suites.get(suite)
+        relevant = relevant_ids(loaded.cases) if loaded else None
+        return dict(
+            await storage(run_diff, daemon.store, suite, target, from_, to, depth, relevant)
+        )
 
     @app.get("/api/v1/history", responses=_errors(400, 404, 503))
     async def history(
@@ -136,14 +159,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         suites = daemon.loaded.suites
         if suite not in suites or case not in suites[suite].by_id:
             raise HTTPException(404, f"no case {case!r} in suite {suite!r}")
-        try:
-            window = parse_duration_between(since, "since")
-        except DurationOutOfRange as exc:
-            raise HTTPException(400, str(exc)) from None
-        except ValueError as exc:
-            raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
-        from datetime import timedelta
-
+        window = _window(since)
         rows = await storage(
             case_history,
             daemon.store,

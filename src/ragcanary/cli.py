@@ -43,8 +43,13 @@ ConfigOption = Annotated[
 ]
 
 
-def _load(option: Path | None) -> LoadedConfig:
-    return load_config(config_path(option, os.environ), os.environ)
+def _load(option: Path | None, *, query_targets: bool = True) -> LoadedConfig:
+    return load_config(config_path(option, os.environ), os.environ, query_targets=query_targets)
+
+
+def _read_only(option: Path | None) -> LoadedConfig:
+    """The config for commands that only read stored runs: no retriever secret is needed."""
+    return _load(option, query_targets=False)
 
 
 def _fail(exc: RagcanaryError) -> typer.Exit:
@@ -281,6 +286,14 @@ def serve(config: ConfigOption = None) -> None:
 SuiteOption = Annotated[str, typer.Option(help="The suite.")]
 TargetOption = Annotated[str, typer.Option(help="The target.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="Read a running daemon's API (http://HOST:PORT) instead of the database.",
+        show_default=False,
+    ),
+]
 
 
 @baseline_app.command("accept")
@@ -296,19 +309,26 @@ def baseline_accept(
     from ragcanary.commands import accept_baseline
 
     with _exit_on_error():
-        loaded = _load(config)
+        loaded = _read_only(config)
         _pairs(loaded, suite, target)
         pinned = accept_baseline(loaded, suite, target, run_id)
     typer.echo(f"baseline of {suite} on {target} is now run {pinned}")
 
 
 @baseline_app.command("show")
-def baseline_show(config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Show the pinned baselines."""
-    from ragcanary.commands import show_baselines
+def baseline_show(
+    config: ConfigOption = None, as_json: JsonOption = False, url: UrlOption = None
+) -> None:
+    """Show the pinned baselines (their full run ids)."""
+    from ragcanary.commands import print_baselines, stored_baselines
+    from ragcanary.remote import fetch
 
     with _exit_on_error():
-        show_baselines(_load(config), Console(), as_json)
+        if url:
+            rows = fetch(url, "/api/v1/baselines")["baselines"]
+        else:
+            rows = stored_baselines(_read_only(config))
+        print_baselines(rows, Console(), as_json)
 
 
 @app.command()
@@ -323,14 +343,21 @@ def diff(
     ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    url: UrlOption = None,
 ) -> None:
-    """What changed between two runs: metrics, ids that entered or left, score moves."""
-    from ragcanary.commands import show_diff
+    """What changed between two runs: verdicts, metrics, ids that entered or left, scores."""
+    from ragcanary.commands import print_diff, stored_diff
+    from ragcanary.remote import fetch
 
     with _exit_on_error():
-        loaded = _load(config)
-        _pairs(loaded, suite, target)
-        show_diff(loaded, suite, target, from_run, to_run, Console(), as_json)
+        if url:
+            params = {"suite": suite, "target": target, "from": from_run, "to": to_run}
+            found = fetch(url, "/api/v1/diff", **params)
+        else:
+            loaded = _read_only(config)
+            _pairs(loaded, suite, target)
+            found = stored_diff(loaded, suite, target, from_run, to_run)
+        print_diff(found, Console(), as_json)
 
 
 @app.command()
@@ -341,14 +368,54 @@ def history(
     since: Annotated[str, typer.Option(help="How far back, like 1h, 7d or 30d.")] = "7d",
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    url: UrlOption = None,
 ) -> None:
-    """One canary over time: rank of each relevant id, top score, outcome."""
-    from ragcanary.commands import show_history
+    """One canary over time: rank of each relevant id, top score, outcome, target."""
+    from ragcanary.commands import print_history, stored_history
+    from ragcanary.remote import fetch
 
     with _exit_on_error():
-        loaded = _load(config)
-        _pairs(loaded, suite, target)
-        show_history(loaded, suite, case, target, since, Console(), as_json)
+        if url:
+            params = {"suite": suite, "case": case, "target": target, "since": since}
+            rows = fetch(url, "/api/v1/history", **params)["history"]
+        else:
+            loaded = _read_only(config)
+            _pairs(loaded, suite, target)
+            rows = stored_history(loaded, suite, case, target, since)
+        print_history(suite, case, rows, Console(), as_json)
+
+
+@app.command()
+def runs(
+    suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
+    target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+    outcome: Annotated[
+        str | None, typer.Option(help="Only runs with this outcome: ok, regression, unavailable.")
+    ] = None,
+    since: Annotated[str, typer.Option(help="How far back, like 1h, 1d or 7d.")] = "1d",
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+) -> None:
+    """Recent runs, newest first: ids (what diff --from/--to take), outcome, metrics, deltas."""
+    from ragcanary.commands import print_runs, stored_runs
+    from ragcanary.remote import fetch
+
+    with _exit_on_error():
+        if outcome is not None and outcome not in ("ok", "regression", "unavailable"):
+            raise UsageError(f"--outcome {outcome}: use ok, regression or unavailable")
+        if url:
+            params = {"suite": suite, "target": target, "outcome": outcome, "since": since}
+            rows = fetch(url, "/api/v1/runs", limit=limit, **params)["runs"]
+        else:
+            loaded = _read_only(config)
+            if suite is not None or target is not None:
+                _pairs(loaded, suite, target)
+            rows = stored_runs(
+                loaded, suite=suite, target=target, outcome=outcome, since=since, limit=limit
+            )
+        print_runs(rows, Console(), as_json)
 
 
 @app.command()

@@ -322,82 +322,120 @@ def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str |
         store.close()
 
 
-def show_baselines(loaded: LoadedConfig, console: Console, as_json: bool) -> None:
-    """`ragcanary baseline show`."""
+def stored_baselines(loaded: LoadedConfig) -> list[dict[str, Any]]:
+    """`ragcanary baseline show` from the database."""
     store = _store(loaded)
     try:
-        rows = store.baselines()
+        return store.baselines()
     finally:
         store.close()
+
+
+def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
     if as_json:
-        console.print_json(data=rows, default=str)
+        console.print_json(data=list(rows), default=str)
         return
     table = Table(title="pinned baselines", title_justify="left")
     for col in ("suite", "target", "run", "pinned at"):
-        table.add_column(col)
+        # The run id is what diff --from takes: shown whole, wrapped if need be.
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
     console.print(table if rows else "no baseline pinned yet")
 
 
-def show_diff(
-    loaded: LoadedConfig,
-    suite: str,
-    target: str,
-    from_run: str | None,
-    to_run: str | None,
-    console: Console,
-    as_json: bool,
-) -> None:
-    """`ragcanary diff`."""
-    from ragcanary.oncall import run_diff
-    from ragcanary.table import render_diff
+def stored_diff(
+    loaded: LoadedConfig, suite: str, target: str, from_run: str | None, to_run: str | None
+) -> dict[str, Any]:
+    """`ragcanary diff` from the database."""
+    from ragcanary.oncall import relevant_ids, run_diff
 
     store = _store(loaded)
     try:
-        diff = run_diff(store, suite, target, from_run, to_run, loaded.config.suites[suite].depth)
+        depth = loaded.config.suites[suite].depth
+        relevant = relevant_ids(loaded.suites[suite].cases)
+        return run_diff(store, suite, target, from_run, to_run, depth, relevant)
     finally:
         store.close()
+
+
+def print_diff(diff: Mapping[str, Any], console: Console, as_json: bool) -> None:
+    from ragcanary.table import render_diff
+
     if as_json:
         console.print_json(data=diff, default=str)
     else:
         console.print(render_diff(diff))
 
 
-def show_history(
-    loaded: LoadedConfig,
-    suite: str,
-    case: str,
-    target: str | None,
-    since: str,
-    console: Console,
-    as_json: bool,
-) -> None:
-    """`ragcanary history`."""
+def stored_history(
+    loaded: LoadedConfig, suite: str, case: str, target: str | None, since: str
+) -> list[dict[str, Any]]:
+    """`ragcanary history` from the database."""
     from datetime import timedelta
 
     from ragcanary.oncall import case_history
-    from ragcanary.table import render_history
-    from ragcanary.units import DURATION_HINT, DurationOutOfRange, parse_duration_between
 
     cases = loaded.suites[suite].by_id
     if case not in cases:
         raise UsageError(f"--case {case}: no such case in suite {suite!r}")
+    window = timedelta(seconds=_since(since))
+    store = _store(loaded)
     try:
-        window = timedelta(seconds=parse_duration_between(since, "since"))
+        return case_history(store, suite, cases[case], target, window)
+    finally:
+        store.close()
+
+
+def print_history(
+    suite: str, case: str, rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool
+) -> None:
+    from ragcanary.table import render_history
+
+    if as_json:
+        console.print_json(data=list(rows), default=str)
+    else:
+        console.print(render_history(suite, case, rows))
+
+
+def stored_runs(
+    loaded: LoadedConfig,
+    *,
+    suite: str | None,
+    target: str | None,
+    outcome: str | None,
+    since: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """`ragcanary runs` from the database."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime.now(UTC) - timedelta(seconds=_since(since))
+    store = _store(loaded)
+    try:
+        return store.list_runs(suite, target, limit, outcome, start)
+    finally:
+        store.close()
+
+
+def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
+    from ragcanary.table import render_runs
+
+    if as_json:
+        console.print_json(data=list(rows), default=str)
+    else:
+        console.print(render_runs(rows) if rows else "no run in that window")
+
+
+def _since(since: str) -> float:
+    from ragcanary.units import DURATION_HINT, DurationOutOfRange, parse_duration_between
+
+    try:
+        return parse_duration_between(since, "since")
     except DurationOutOfRange as exc:
         raise UsageError(f"--since: {exc}") from None
     except ValueError as exc:
         raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
-    store = _store(loaded)
-    try:
-        rows = case_history(store, suite, cases[case], target, window)
-    finally:
-        store.close()
-    if as_json:
-        console.print_json(data=rows, default=str)
-    else:
-        console.print(render_history(suite, case, rows))
 
 
 async def calibrate_noise(

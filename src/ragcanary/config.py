@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -361,12 +361,18 @@ class LoadedConfig:
     secrets: frozenset[str]  # every ${VAR} value, header value, admin token and URL password
 
 
-def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
+def load_config(
+    path: Path, environ: Mapping[str, str], *, query_targets: bool = True
+) -> LoadedConfig:
     """Read and validate the config at ``path`` and load every suite file it names.
 
     ``${VAR}`` in string values is expanded from ``environ`` after parsing, and
     ``RAGCANARY_*`` variables override top-level settings. Raises ``ConfigError``
     listing every problem in the config and in its suite files.
+
+    ``query_targets=False`` is for commands that only read stored runs (diff, history,
+    runs, baseline show): the retrievers' secrets need not be set then, so a variable missing
+    from the environment inside ``targets:`` reads as ``unset`` instead of being an error.
     """
     file = str(path)
     text = read_text(path, file, "create it, or pass --config FILE or set RAGCANARY_CONFIG")
@@ -377,7 +383,7 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     if not isinstance(raw, dict):
         fix = "start it with keys like storage:, targets: and suites:"
         raise ConfigError([Problem(file, "", "the config is not a mapping of settings", fix, 1)])
-    expansion = expand(raw, environ)
+    expansion = expand(raw, environ if query_targets else _TargetsNeedNoSecrets(environ, raw))
     overrides = EnvOverrides.read(environ)
     data = {**expansion.data, **overrides}
     doc = Document(file, data, lines)
@@ -420,6 +426,33 @@ def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
     if problems or config is None:
         raise ConfigError(problems)
     return LoadedConfig(config, path, suites, secrets)
+
+
+class _TargetsNeedNoSecrets(Mapping[str, str]):
+    """``environ`` plus ``unset`` for every variable that only the targets use."""
+
+    def __init__(self, environ: Mapping[str, str], raw: Mapping[str, Any]) -> None:
+        outside = {key: value for key, value in raw.items() if key != "targets"}
+        used_outside = set(_REFERENCE_NAME.findall(repr(outside)))
+        used_by_targets = set(_REFERENCE_NAME.findall(repr(raw.get("targets"))))
+        self._environ = environ
+        self._unset = used_by_targets - used_outside - set(environ)
+
+    def __getitem__(self, name: str) -> str:
+        return "unset" if name in self._unset else self._environ[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._environ
+        yield from self._unset
+
+    def __len__(self) -> int:
+        return len(self._environ) + len(self._unset)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._unset or name in self._environ
+
+
+_REFERENCE_NAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _check_targets(doc: Document) -> list[Problem]:

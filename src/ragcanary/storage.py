@@ -235,14 +235,24 @@ class Store:
         return {**report, "cases": [case_entry(row._mapping) for row in rows]}
 
     def list_runs(
-        self, suite: str | None = None, target: str | None = None, limit: int = 50
+        self,
+        suite: str | None = None,
+        target: str | None = None,
+        limit: int = 50,
+        outcome: str | None = None,
+        since: datetime | None = None,
     ) -> list[dict[str, Any]]:
-        """Summaries of the newest runs first, optionally of one suite and/or target."""
+        """Summaries of the newest runs first, optionally of one suite, target, outcome, or
+        started at ``since`` or later."""
         query = _summaries().limit(max(limit, 0))
         if suite is not None:
             query = query.where(runs.c.suite == suite)
         if target is not None:
             query = query.where(runs.c.target == target)
+        if outcome is not None:
+            query = query.where(runs.c.outcome == outcome)
+        if since is not None:
+            query = query.where(runs.c.started_at >= _aware(since, "since"))
         with self._read() as conn:
             return [_summary(row._mapping) for row in conn.execute(query)]
 
@@ -501,4 +511,5 @@ def _summaries() -> sqlalchemy.Select[Any]:
 def _summary(row: Mapping[Any, Any]) -> dict[str, Any]:
     summary = {key: value for key, value in row.items() if key != "report"}
     summary["metrics"] = row["report"].get("metrics")
+    summary["deltas"] = (row["report"].get("baseline") or {}).get("deltas")
     return summary
