@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +16,7 @@ from rich.console import Console
 from ragcanary import __version__
 from ragcanary.config import LoadedConfig, config_path, load_config
 from ragcanary.errors import ConfigError, RagcanaryError, UsageError
-from ragcanary.report import dump_reports, load_reports
+from ragcanary.report import dump_text, load_reports
 
 app = typer.Typer(
     name="ragcanary",
@@ -24,10 +24,16 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich's panels show every flag as `<bool>` under click 8.2+.
+    rich_markup_mode=None,
 )
-import_app = typer.Typer(help="Convert standard IR test collections into a suite file.")
+import_app = typer.Typer(
+    help="Convert standard IR test collections into a suite file.", rich_markup_mode=None
+)
 app.add_typer(import_app, name="import")
-baseline_app = typer.Typer(help="Pin or show the baseline runs are compared with.")
+baseline_app = typer.Typer(
+    help="Pin or show the baseline runs are compared with.", rich_markup_mode=None
+)
 app.add_typer(baseline_app, name="baseline")
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -125,11 +131,26 @@ def _write_outputs(
     from ragcanary.markdown import render_markdown
 
     if report:
-        dump_reports(reports, report)
+        write_output(report, "--report", lambda: dump_text(reports))
     if junit:
-        junit.write_text(render_junit_many(reports), encoding="utf-8")
+        write_output(junit, "--junit", lambda: render_junit_many(reports))
     if markdown:
-        markdown.write_text("\n\n".join(render_markdown(r) for r in reports), encoding="utf-8")
+        write_output(markdown, "--markdown", lambda: "\n\n".join(map(render_markdown, reports)))
+
+
+def write_output(path: Path, option: str, render: Callable[[], str]) -> None:
+    """Write an output file, creating its directories; a path that cannot be written is exit 2."""
+    text = render()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _fail(
+            UsageError(
+                f"{option} {path}: cannot write it ({exc.strerror}); choose a path in a "
+                "writable directory"
+            )
+        ) from None
 
 
 def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
@@ -174,7 +195,7 @@ def compare(
                 )
         code, reports = asyncio.run(compare_targets(loaded, suite, target_a, target_b, Console()))
     if report:
-        dump_reports(reports, report)
+        write_output(report, "--report", lambda: dump_text(reports))
     raise typer.Exit(code)
 
 
@@ -273,13 +294,22 @@ def demo(
 
 
 @app.command()
-def serve(config: ConfigOption = None) -> None:
+def serve(
+    config: ConfigOption = None,
+    listen: Annotated[
+        str | None,
+        typer.Option(help="HOST:PORT for /metrics and the API (overrides listen: in the config)."),
+    ] = None,
+) -> None:
     """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
     from ragcanary.commands import serve as run_daemon
 
     with _exit_on_error():
         path = config_path(config, os.environ)
-        code = run_daemon(path, os.environ)
+        environ = dict(os.environ)
+        if listen is not None:
+            environ["RAGCANARY_LISTEN"] = listen  # validated and located like the config's
+        code = run_daemon(path, environ)
     raise typer.Exit(code)
 
 

@@ -183,14 +183,15 @@ def run_demo(
 ) -> int:
     """`ragcanary demo`: the bundled retriever and the daemon watching it (or one gated run)."""
     import asyncio
-    import shutil
-    import sys
 
     from ragcanary.config import load_config
     from ragcanary.demo.retriever import MODES, BackgroundServer
+    from ragcanary.httpserver import check_address
 
     if mode not in MODES:
         raise UsageError(f"--drift {mode}: unknown mode; use one of {', '.join(MODES)}")
+    if not once:
+        check_address(listen)  # before the retriever starts and the banner is printed
     with BackgroundServer(port=port, mode=mode) as retriever:
         path = write_demo_config(workdir, retriever.port, listen, every)
         loaded = load_config(path, {})
@@ -202,8 +203,7 @@ def run_demo(
             reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
             return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
         api = f"http://{loaded.config.listen}"
-        # After `make demo` the command lives in .venv/bin, not on PATH: show one that runs.
-        cli = "ragcanary" if shutil.which("ragcanary") else f"{sys.executable} -m ragcanary"
+        cli = _runnable_cli()
         console.print(
             f"""ragcanary is watching it every {every}:
   metrics     {api}/metrics
@@ -249,6 +249,26 @@ suites:
 """
 
 
+def _runnable_cli() -> str:
+    """How to call ragcanary from here: after `make demo` it is .venv/bin/ragcanary, off PATH.
+
+    Said the way the README says it (a path relative to the working directory).
+    """
+    import os
+    import shutil
+    import sys
+
+    if shutil.which("ragcanary"):
+        return "ragcanary"
+    beside = Path(sys.executable).with_name("ragcanary")
+    if beside.exists():
+        try:
+            return os.path.relpath(beside)
+        except ValueError:
+            return str(beside)
+    return f"{sys.executable} -m ragcanary"
+
+
 def write_demo_config(workdir: Path, port: int, listen: str, every: str) -> Path:
     """Write the demo's config and suite into ``workdir`` with a fresh database; return the config.
 
@@ -278,9 +298,11 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
 
     from ragcanary.config import load_config
     from ragcanary.daemon import Daemon
+    from ragcanary.httpserver import check_address
     from ragcanary.logs import RedactSecrets, configure_logging
 
     loaded = load_config(config_file, environ)
+    check_address(loaded.config.listen)
     redactor = RedactSecrets(loaded.secrets)
     configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
     daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)

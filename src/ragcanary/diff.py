@@ -101,10 +101,11 @@ def diff_reports(
     outage = after.get("outcome") == "unavailable"
     cases = [] if outage else [diff_case(old[i], new[i], max(depth, 1)) for i in new if i in old]
     changed = sorted((c for c in cases if _changed(c)), key=_severity)
-    for case in changed if relevant is not None else ():
-        ids = relevant.get(case["id"], ())
-        _mark(case["entered"], ids)
-        _mark(case["left"], ids)
+    if relevant is not None:
+        for case in changed:
+            ids = relevant.get(case["id"], ())
+            _mark(case["entered"], ids)
+            _mark(case["left"], ids)
     return {
         "suite": after.get("suite"),
         "target": after.get("target"),

@@ -15,13 +15,17 @@ Dropped clients are logged at debug, without a traceback.
 from __future__ import annotations
 
 import asyncio
+import errno
 import resource
+import socket
 from collections import OrderedDict
 from typing import Any
 
 import h11
 import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ragcanary.errors import UsageError
 
 log = structlog.get_logger("ragcanary")
 
@@ -32,6 +36,24 @@ MAX_CONNECTIONS = 1000
 # The listen backlog, which is also how many sockets asyncio accepts in one go before any of
 # them reaches connection_made (and the cap): the cap leaves room for one such batch.
 BACKLOG = 128
+
+
+def check_address(listen: str) -> None:
+    """Raise ``UsageError`` unless ``listen`` (HOST:PORT) can be bound now, as uvicorn will.
+
+    Checked before anything starts, so a busy port is one clear line and exit 2 rather than
+    a banner followed by uvicorn's error.
+    """
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, int(port)))
+        except OSError as exc:
+            why = "in use" if exc.errno == errno.EADDRINUSE else f"not available ({exc.strerror})"
+            raise UsageError(f"address {listen} is {why} (set listen: or --listen)") from None
 
 
 def connection_cap(limit: int = MAX_CONNECTIONS) -> int:

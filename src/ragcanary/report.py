@@ -127,10 +127,15 @@ def _case_entry(result: CaseResult, evaluation: Evaluation) -> dict[str, Any]:
     return entry
 
 
-def dump_reports(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Write one report as the contract's object, several as a JSON array of them."""
+def dump_text(reports: Sequence[Mapping[str, Any]]) -> str:
+    """One report as the contract's object, several as a JSON array of them."""
     data: Any = reports[0] if len(reports) == 1 else list(reports)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_reports(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Write ``dump_text(reports)`` to ``path``."""
+    path.write_text(dump_text(reports), encoding="utf-8")
 
 
 def load_reports(path: Path) -> list[dict[str, Any]]:
