@@ -204,11 +204,11 @@ class ExporterThatFailsOnce(Exporter):
 
     fail_next = False
 
-    def load(self, pairs: Mapping[str, SuitePairs]) -> None:
+    def load(self, pairs: Mapping[str, SuitePairs], *, config_hash: str | None = None) -> None:
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("the registry refused a series")
-        super().load(pairs)
+        super().load(pairs, config_hash=config_hash)
 
 
 @pytest.mark.anyio
