@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -446,6 +447,29 @@ def runs(
                 loaded, suite=suite, target=target, outcome=outcome, since=since, limit=limit
             )
         print_runs(rows, Console(), as_json)
+
+
+@app.command()
+def export(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    format_: Annotated[
+        str, typer.Option("--format", help="The file format; trec is the one there is.")
+    ] = "trec",
+    out: Annotated[Path, typer.Option(help="Directory to write the files into.")] = Path("."),
+    config: ConfigOption = None,
+) -> None:
+    """Write a stored run as a TREC run file and its suite's labels as a TREC qrels file."""
+    from ragcanary.commands import export_trec
+
+    with _exit_on_error():
+        if format_ != "trec":
+            raise UsageError(f"--format {format_}: the only format is trec")
+        files = export_trec(_read_only(config), run_id)
+        for name, text in files.items():
+            write_output(out / name, "--out", functools.partial(str, text))
+    for name in files:
+        typer.echo(f"wrote {out / name}")
+    typer.echo(f"check: trec_eval -m all_trec {out / next(iter(files))} {out / list(files)[1]}")
 
 
 @app.command()

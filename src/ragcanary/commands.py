@@ -440,6 +440,32 @@ def stored_runs(
         store.close()
 
 
+def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
+    """`ragcanary export RUN --format trec`: file name -> text, the qrels second."""
+    from ragcanary.trec import qrels_file, run_file
+
+    store = _store(loaded)
+    try:
+        report = store.get_report(run_id)
+    finally:
+        store.close()
+    if report is None:
+        raise UsageError(f"run {run_id}: no such run in storage; pick one from `ragcanary runs`")
+    suite = loaded.suites.get(str(report["suite"]))
+    if suite is None:
+        raise UsageError(
+            f"run {run_id} is of suite {report['suite']!r}, which the config no longer has; "
+            "its labels are needed for the qrels"
+        )
+    try:
+        return {
+            f"{run_id}.run": run_file(report),
+            f"{report['suite']}.qrels": qrels_file(suite.cases),
+        }
+    except ValueError as exc:
+        raise UsageError(f"cannot export run {run_id}: {exc}") from None
+
+
 def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
     from ragcanary.table import render_runs
 
