@@ -15,7 +15,7 @@ from ragcanary.config import LoadedConfig
 from ragcanary.cycle import run_cycle
 from ragcanary.errors import UsageError
 from ragcanary.evaluation import Evaluation
-from ragcanary.report import run_from_report, to_report, unanswered
+from ragcanary.report import failure_kinds, run_from_report, to_report
 from ragcanary.results import CaseResult, RunResult
 from ragcanary.table import render_report
 from ragcanary.target import make_client
@@ -75,11 +75,21 @@ def _pick_baseline(
 
 
 def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
-    failed = unanswered(report)
-    if not failed:
+    """Why queries failed: per outcome a count and the first error, not only a coverage."""
+    kinds = failure_kinds(report)
+    if not kinds:
         return None
-    reasons = ", ".join(f"{o}={n}" for o, n in failed.items())
-    return f"warning: {report['suite']} → {report['target']}: unanswered queries ({reasons})"
+    total = sum(k["count"] for k in kinds.values())
+    cases = len(report.get("cases") or ())
+    lines = [
+        f"warning: {report['suite']} → {report['target']}: {total} of {cases} queries "
+        f"unanswered (coverage {report['coverage']:.0%})"
+    ]
+    for outcome, kind in sorted(kinds.items(), key=lambda item: -item[1]["count"]):
+        lines.append(
+            f"  {outcome}: {kind['count']} queries, first ({kind['case']}): {kind['first']}"
+        )
+    return "\n".join(lines)
 
 
 async def run_once(

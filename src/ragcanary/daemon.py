@@ -31,7 +31,7 @@ from ragcanary.keeper import RunKeeper
 from ragcanary.lock import Lock, acquire
 from ragcanary.logs import RedactSecrets
 from ragcanary.reloading import Changes, ReloadResult, compare, job_id
-from ragcanary.report import run_from_report, to_report, unanswered
+from ragcanary.report import failure_kinds, run_from_report, to_report
 from ragcanary.runner import TargetGate
 from ragcanary.schedule import build_trigger
 from ragcanary.spool import Spool, spool_path
@@ -527,7 +527,8 @@ def log_run(report: Mapping[str, Any]) -> None:
         m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
     }
     baseline = report.get("baseline") or {}
-    log.info(
+    regression = report["outcome"] == "regression"
+    (log.warning if regression else log.info)(
         "run",
         suite=report["suite"],
         target=report["target"],
@@ -537,15 +538,15 @@ def log_run(report: Mapping[str, Any]) -> None:
         run_id=report["run_id"],
         rank_overlap=baseline.get("rank_overlap"),
         score_drift=baseline.get("score_drift"),
+        reasons=[f["message"] for f in report.get("failures") or ()] if regression else None,
         **key_metrics,
     )
-    failed = unanswered(report)
-    if failed:
-        errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
+    kinds = failure_kinds(report)
+    if kinds:
         log.warning(
             "queries failed",
             suite=report["suite"],
             target=report["target"],
-            reasons=failed,
-            examples=errors,
+            reasons={outcome: kind["count"] for outcome, kind in kinds.items()},
+            first_errors={outcome: kind["first"] for outcome, kind in kinds.items()},
         )

@@ -40,6 +40,23 @@ def unanswered(report: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
+def failure_kinds(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Unanswered queries by outcome: how many, and the first error of each kind (in suite order).
+
+    Sixteen near-identical errors are one entry with a count, not sixteen lines.
+    """
+    kinds: dict[str, dict[str, Any]] = {}
+    for case in report.get("cases") or ():
+        outcome = case.get("outcome")
+        if not case.get("error") or outcome in ANSWERED:
+            continue
+        entry = kinds.setdefault(str(outcome), {"count": 0, "first": case["error"], "case": None})
+        if entry["case"] is None:
+            entry["case"] = case.get("id")
+        entry["count"] += 1
+    return kinds
+
+
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
     """The report dict of one evaluated run, exactly the contract's keys plus a few additions."""
     run, scores, verdict, drift = (
