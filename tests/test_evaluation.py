@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from factories import answer, case, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -147,3 +148,16 @@ def test_report_deltas_are_exactly_current_minus_baseline(cases) -> None:
     shared = set(current["metrics"]) & set(expected)
     if current["baseline"]["deltas"]:
         assert set(current["baseline"]["deltas"]) == shared
+
+
+def test_score_shift_keeps_the_sign_that_score_drift_drops() -> None:
+    baseline = _run(swapped=range(0))
+    lowered = run(
+        [
+            (c, answer(r.answer.ids, [s - 0.05 for s in r.answer.scores]))
+            for c, r in zip(CASES, baseline.results, strict=True)
+        ]
+    )
+    report = to_report(evaluate(lowered, SUITE, baseline))
+    assert report["baseline"]["score_drift"] == pytest.approx(0.05)
+    assert report["baseline"]["score_shift"] == pytest.approx(-0.05)

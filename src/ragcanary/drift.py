@@ -25,6 +25,8 @@ class Drift:
     score_drift: float | None  # mean |score delta| of (case, id) pairs present in both
     score_drifted_ratio: float | None  # share of those pairs with |delta| above the threshold
     top_score_delta: float | None  # mean top-1 score delta
+    # Mean signed score delta of those pairs: which way the scores moved (drift hides the sign).
+    score_shift: float | None = None
     # Spread of the score deltas of pairs in both runs around their median: the target's score
     # jitter, which a shift that moves every score alike leaves alone.
     score_noise: float | None = None
@@ -68,6 +70,7 @@ def compare_runs(
         ),
         top_score_delta=fmean(top_deltas) if top_deltas else None,
         score_noise=_spread(signed) if signed else None,
+        score_shift=fmean(signed) if signed else None,
     )
 
 

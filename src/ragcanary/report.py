@@ -77,6 +77,7 @@ def to_report(evaluation: Evaluation) -> dict[str, Any]:
             "rank_overlap": _num(drift.rank_overlap) if drift else None,
             "score_drift": _num(drift.score_drift) if drift else None,
             "score_drifted_ratio": _num(drift.score_drifted_ratio) if drift else None,
+            "score_shift": _num(drift.score_shift) if drift else None,
             "top_score_delta": _num(drift.top_score_delta) if drift else None,
         }
     outcomes = Counter(r.answer.outcome for r in run.results)

@@ -96,6 +96,9 @@ def summary_line(report: Mapping[str, Any]) -> Text:
             f" · vs {baseline['run_id'][:12]}: rank overlap {_fmt(baseline['rank_overlap'])}, "
             f"score drift {_fmt(baseline['score_drift'])}"
         )
+        shift = baseline.get("score_shift")
+        if shift is not None:
+            text.append(f" (shift {_fmt(shift, signed=True)})")
     return text
 
 
