@@ -51,6 +51,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _ERRORS[code]} for code in codes}
 
 
+# A duration like 30s, 5m, 1h30m or 7d: other text is refused by the schema itself (422), a
+# duration outside 1s..3650d by the handler (400).
+SinceQuery = Annotated[str | None, Query(pattern=r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$")]
+
+
 def _window(since: str) -> float:
     """Seconds of a ``since`` query parameter: 400 out of range, 422 not a duration."""
     try:
@@ -119,7 +124,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         target: str | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
         outcome: Literal["ok", "regression", "unavailable"] | None = None,
-        since: str | None = None,
+        since: SinceQuery = None,
     ) -> dict[str, Any]:
         start = None
         if since is not None:
@@ -154,12 +159,12 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     @app.get("/api/v1/history", responses=_errors(400, 404, 503))
     async def history(
-        suite: str, case: str, target: str | None = None, since: str = "7d"
+        suite: str, case: str, target: str | None = None, since: SinceQuery = "7d"
     ) -> dict[str, Any]:
         suites = daemon.loaded.suites
         if suite not in suites or case not in suites[suite].by_id:
             raise HTTPException(404, f"no case {case!r} in suite {suite!r}")
-        window = _window(since)
+        window = _window(since or "7d")
         rows = await storage(
             case_history,
             daemon.store,
