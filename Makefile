@@ -12,8 +12,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,demo]'
 	touch $(STAMP)
 
+# The demo's ports: `make demo DEMO_PORT=8089 DEMO_LISTEN=127.0.0.1:9465` (or export them).
+DEMO_PORT   ?= 8088
+DEMO_LISTEN ?= 127.0.0.1:9464
+
 demo: $(STAMP)
-	$(BIN)/ragcanary demo
+	$(BIN)/ragcanary demo --port $(DEMO_PORT) --listen $(DEMO_LISTEN)
 
 test: lint typecheck imports unit
 

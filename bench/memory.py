@@ -23,9 +23,9 @@ from typing import Any
 from render import section, table, verdict
 from retriever import DEPTH, RetrieverProcess
 
-from ragcanary.config.model import load_config
 from ragcanary.logs import configure_logging
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
+from ragcanary.suites.loaded import load_config
 
 TITLE = "Memory over 1,000 runs"
 GOAL_MIB = 5.0

@@ -28,11 +28,11 @@ from evaluation import build_runs
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from render import section, table, verdict
 
-from ragcanary.config.model import load_config
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.reports.report import to_report
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, suite_pairs
+from ragcanary.suites.loaded import load_config
 
 TITLE = "Scrape time"
 GOAL_MS = 50.0

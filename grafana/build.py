@@ -161,6 +161,17 @@ def timeline(title: str, description: str, expr: str, legend: str, **kw: Any) ->
     return panel("state-timeline", title, description, [query(expr, legend)], options=options, **kw)
 
 
+def threshold_style(word: str) -> Json:
+    """Series whose legend contains ``word`` drawn as dashed red threshold lines."""
+    return {
+        "matcher": {"id": "byRegexp", "options": f".*{word}.*"},
+        "properties": [
+            {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+            {"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}},
+        ],
+    }
+
+
 def per_k(metric: str, title: str, description: str, legend: str) -> Json:
     """A graph of a cut-off metric, one line per k."""
     return timeseries(title, description, [query(sel(f"ragcanary_{metric}"), legend)], unit=RATIO)
@@ -480,6 +491,16 @@ def suite() -> Json:
         "precision": ("Precision @k", "Relevant ids in the top k divided by k, like trec_eval."),
     }
     cut_off = [per_k(m, *titles[m], at_k) for m in CUT_OFF_METRICS]
+    # The suite's absolute floors (thresholds.hit_rate) as dashed lines beside the rates.
+    cut_off[0]["targets"].append(
+        {
+            **query(
+                sel("ragcanary_threshold", ', name=~"hit_rate@.*"'), "{{target}} floor {{name}}"
+            ),
+            "refId": "B",
+        }
+    )
+    cut_off[0]["fieldConfig"]["overrides"].append(threshold_style("floor"))
     stats = [
         stat(
             "Verdict",
@@ -700,12 +721,19 @@ def drift() -> Json:
             'metric=~"(ndcg|recall|precision|map)@.*"',
         ),
     ]
+    # The verdict fails a drop larger than max_drop (if beyond noise): drawn at -max_drop.
+    max_drop = query("-" + sel("ragcanary_threshold", ', name="max_drop"'), "{{target}} -max_drop")
     deltas = [
         timeseries(
             title,
-            "Aggregate metric of each run minus the baseline's; negative is worse.",
-            [query(sel("ragcanary_baseline_delta", ", " + matcher), "{{target}} {{metric}}")],
+            "Aggregate metric of each run minus the baseline's; negative is worse. The dashed "
+            "line is the suite's -max_drop.",
+            [
+                query(sel("ragcanary_baseline_delta", ", " + matcher), "{{target}} {{metric}}"),
+                max_drop,
+            ],
             unit=DELTA,
+            overrides=[threshold_style("max_drop")],
         )
         for title, matcher in delta_groups
     ]
@@ -734,9 +762,17 @@ def drift() -> Json:
             [
                 timeseries(
                     "Rank overlap (RBO)",
-                    "Mean rank-biased overlap of the top-k vs the baseline.",
-                    [query(sel("ragcanary_rank_overlap"), "{{target}}")],
+                    "Mean rank-biased overlap of the top-k vs the baseline; the dashed line is "
+                    "the suite's min_rank_overlap.",
+                    [
+                        query(sel("ragcanary_rank_overlap"), "{{target}}"),
+                        query(
+                            sel("ragcanary_threshold", ', name="min_rank_overlap"'),
+                            "{{target}} min_rank_overlap",
+                        ),
+                    ],
                     unit=RATIO,
+                    overrides=[threshold_style("min_rank_overlap")],
                 ),
                 timeseries(
                     "Top-1 score",

@@ -8,7 +8,14 @@ from typing import Any
 import yaml
 
 ALERTS = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "alerts.yml"
+# RagCanaryEmbeddingDrift and RagCanaryStaleLabels wait for their metrics; RagCanaryDown and
+# RagCanaryQualitySlide come from issue 12 (one alert for a stopped daemon, a ticket tier).
 CONTRACT = {
+    "RagCanaryRegression",
+    "RagCanaryQualitySlide",
+    "RagCanaryDown",
+    "RagCanaryStorageDown",
+    "RagCanaryConfigMismatch",
     "RagCanaryHitRateDrop",
     "RagCanaryScoreDrift",
     "RagCanaryRankChurn",

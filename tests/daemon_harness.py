@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
@@ -338,3 +339,38 @@ def running(daemon: DaemonProcess) -> Iterator[DaemonProcess]:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.stop(timeout=30)
         daemon.kill()
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """``yaml.safe_dump`` without anchors: ragcanary refuses YAML aliases (DESIGN.md limits)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def config_yaml(data: Any) -> str:
+    """``data`` as a config file: a value used twice is written out twice, never aliased."""
+    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False)
+
+
+@contextlib.contextmanager
+def packets_dropped(port: int) -> Iterator[None]:
+    """Silently drop every TCP packet to 127.0.0.1:``port`` (a network partition), with iptables.
+
+    Connections then hang instead of failing: sent data is never acknowledged and new ones
+    never complete. Needs root and iptables; skips without them unless CI requires them.
+    """
+    import pytest
+
+    rule = ["INPUT", "-i", "lo", "-p", "tcp", "--dport", str(port), "-j", "DROP"]
+    try:
+        subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True, timeout=10)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        reason = f"cannot drop packets with iptables ({exc}); install iptables and run as root"
+        if os.environ.get("RAGCANARY_REQUIRE_IPTABLES") == "1":
+            pytest.fail(f"{reason} (RAGCANARY_REQUIRE_IPTABLES=1 forbids skipping)")
+        pytest.skip(reason)
+    try:
+        yield
+    finally:
+        subprocess.run(["iptables", "-D", *rule], check=True, capture_output=True, timeout=10)

@@ -24,9 +24,10 @@ import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
 from retrievers import target_entry
 
-from ragcanary.config.model import TargetConfig, load_config
+from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.probe.target import HttpTarget, make_client
+from ragcanary.suites.loaded import load_config
 
 API_KEY = "sk-sec-5e8a2f71c9d3"  # ${VENDOR_KEY}, sent as the X-Api-Key header
 URL_PASSWORD = "pw-sec-b41d7e09"  # ${URL_PASSWORD}, in a target's URL
@@ -245,7 +246,7 @@ def test_serve_leaks_no_secret_in_logs_api_or_a_rejected_reload(
         # A reload whose bad value is the secret is refused; neither answer nor log shows it.
         text = config.read_text()
         config.write_text(text.replace("timeout: 5s", "timeout: ${VENDOR_KEY}", 1))
-        refused = daemon.post("/-/reload")
+        refused = daemon.post("/-/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert refused.status_code == 400, refused.text
         responses.append(refused)
         wait_for(lambda: "timeout" in daemon.log, RUNS_S, "the refused reload to be logged")

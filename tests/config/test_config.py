@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from ragcanary.config.model import Config, Thresholds, config_path, load_config
+from ragcanary.config.model import Config, Thresholds
 from ragcanary.config.units import DURATION_HINT, RATE_HINT
 from ragcanary.errors import ConfigError, Problem
+from ragcanary.suites.loaded import config_path, load_config
 
 SUITE = "cases:\n  - {id: a, query: how do I reset my password, relevant: [x]}\n"
 VALID = """\
@@ -81,6 +87,14 @@ MISTAKES = [
     ("every: 5m", "evry: 5m", "suites.core.evry", 14, "did you mean 'every'?"),
     ("every: 5m", "every: 5m\n    cron: '0 * * * *'", "suites.core.cron", 15, "keep only one"),
     ("every: 5m", "cron: '61 * * * *'", "suites.core.cron", 14, "five fields"),
+    ("every: 5m", "cron: '0 0 30 2 *'", "suites.core.cron", 14, "five fields"),
+    ("every: 5m", "every: 1ms", "suites.core.every", 14, "at least 1s"),
+    ("every: 5m", "every: 999ms", "suites.core.every", 14, "at least 1s"),
+    ("every: 5m", "every: 0.5", "suites.core.every", 14, "at least 1s"),
+    ("every: 5m", "every: 999999999w", "suites.core.every", 14, "3650d or less"),
+    ("every: 5m", f"every: {'9' * 400}", "suites.core.every", 14, "3650d or less"),
+    ("timeout: 5s", "timeout: 99999999d", "targets.docs-search.timeout", 8, "3650d or less"),
+    ("k: [1, 3, 5, 10]", "k: [1, 3, 5, 5, 10]", "suites.core.k[3]", 15, "each cut-off once"),
     ("k: [1, 3, 5, 10]", "k: []", "suites.core.k", 15, "like [1, 5, 10]"),
     ("k: [1, 3, 5, 10]", "k: [1, -3]", "suites.core.k[1]", 15, "1 or more"),
     ("k: [1, 3, 5, 10]", "k: [1, x]", "suites.core.k[1]", 15, "write a whole number"),
@@ -220,8 +234,8 @@ def test_unset_variable_names_variable_path_and_line(tmp_path: Path) -> None:
     assert problem == Problem(
         str(tmp_path / "ragcanary.yaml"),
         "targets.docs-search.headers.Authorization",
-        "${DOCS_TOKEN} is used but not set in the environment",
-        "export DOCS_TOKEN or remove the reference",
+        "${DOCS_TOKEN} is not set",
+        "set it in the environment (export DOCS_TOKEN=...) or remove the reference",
         6,
     )
 
@@ -345,3 +359,114 @@ def test_floors_are_keyed_like_report_metrics(
 ) -> None:
     """Thresholds.floors() gives NAME@K and mrr, like the report's metric keys."""
     assert Thresholds.model_validate(fields).floors() == floors
+
+
+def test_an_interval_of_one_second_is_the_shortest_allowed(tmp_path: Path) -> None:
+    """``every: 1s`` loads; DESIGN.md's limit is at least 1 s, so 1s itself is fine."""
+    loaded = load_config(write(tmp_path, VALID.replace("every: 5m", "every: 1s")), ENV)
+    assert loaded.config.suites["core"].every == 1.0
+
+
+def test_every_floor_at_a_k_that_is_not_computed_is_reported_at_once(tmp_path: Path) -> None:
+    """Floors were reported one at a time; now all of them come out in one pass."""
+    text = VALID.replace("hit_rate: {5: 0.8}", "hit_rate: {7: 0.8, 5: 0.8}\n      ndcg: {20: 0.5}")
+    found = problems_of(write(tmp_path, text))
+    assert [(p.path, p.line) for p in found] == [
+        ("suites.core.thresholds.hit_rate.7", 18),
+        ("suites.core.thresholds.ndcg.20", 19),
+    ]
+    assert found[0].message == "hit_rate@7 is never computed: 7 is not in k"
+
+
+def test_unset_variable_in_a_whole_header_is_named_not_masked(tmp_path: Path) -> None:
+    """A header that is only ``${FIXTURE_KEY}`` is no secret while unset: name the variable."""
+    text = VALID.replace('Authorization: "Bearer ${DOCS_TOKEN}"', "X-Api-Key: '${FIXTURE_KEY}'")
+    [problem] = problems_of(write(tmp_path, text), environ={})
+    assert problem.message == "${FIXTURE_KEY} is not set"
+    assert "export FIXTURE_KEY" in problem.fix
+    assert "***" not in str(problem)
+
+
+FOUR_PROBLEMS = (
+    VALID.replace("    timeout: 5s\n", "    timeout: 5s\n    timeout: 6s\n")
+    .replace("k: [1, 3, 5, 10]", "k: [1, 3, 5, 5, 10]")
+    .replace("hit_rate: {5: 0.8}", "hit_rate: {7: 0.8}")
+)
+FOUR_SUITE = SUITE + "  - {id: b, query: q, relevant: [y], min_score: 0.9, max_score: 0.2}\n"
+
+
+def test_four_independent_problems_are_four_problems(tmp_path: Path) -> None:
+    """A duplicate key, a duplicate k, a floor at an absent k and min_score > max_score."""
+    found = problems_of(write(tmp_path, FOUR_PROBLEMS, FOUR_SUITE))
+    config, suite = str(tmp_path / "ragcanary.yaml"), str(tmp_path / "suites" / "core.yaml")
+    assert [(p.file, p.path, p.line) for p in found] == [
+        (config, "targets.docs-search.timeout", 9),
+        (config, "suites.core.k[3]", 16),
+        (config, "suites.core.thresholds.hit_rate.7", 19),
+        (suite, "cases[1].min_score", 3),
+    ]
+    assert all(p.fix for p in found)
+
+
+def _ragcanary(
+    *args: str, cwd: Path, memory_bytes: int = 1_500_000_000
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ragcanary ARGS`` as a user runs it, under an address-space limit."""
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGCANARY_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ragcanary", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**env, **ENV},
+        timeout=60,
+        preexec_fn=limit_memory,
+    )
+
+
+def test_validate_prints_all_four_problems_and_exits_2(tmp_path: Path) -> None:
+    """The CLI shows every problem with file, path, line and fix in one pass."""
+    path = write(tmp_path, FOUR_PROBLEMS, FOUR_SUITE)
+    result = _ragcanary("validate", "-c", str(path), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    for expected in (
+        "key 'timeout' appears twice (lines 8 and 9) (",
+        "suites.core.k[3]: k lists 5 more than once (",
+        "suites.core.thresholds.hit_rate.7: hit_rate@7 is never computed",
+        "cases[1].min_score: min_score 0.9 is above max_score 0.2",
+    ):
+        assert expected in output, output
+
+
+BOMB = "\n".join(
+    [
+        "storage: sqlite:///ragcanary.db",
+        'lol0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        *(f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)),
+        "suites: *l9",
+    ]
+)
+
+
+@pytest.mark.parametrize("make", ["alias bomb", "60 MB"])
+def test_validate_refuses_a_bomb_or_a_huge_config_in_seconds(tmp_path: Path, make: str) -> None:
+    """Under a 1.5 GB memory limit, validate refuses both quickly with a located problem."""
+    path = tmp_path / "ragcanary.yaml"
+    if make == "alias bomb":
+        path.write_text(BOMB, encoding="utf-8")
+        expected = "YAML anchor &l0 is not allowed (" + str(path) + " line 2); write the value out"
+    else:
+        with path.open("w", encoding="utf-8") as handle:
+            line = "# " + "x" * 98 + "\n"
+            handle.write("storage: sqlite:///ragcanary.db\n" + line * 600_000)
+        expected = "the file is 60.6 MB; config and suite files may have at most 10 MB"
+    started = time.monotonic()
+    result = _ragcanary("validate", "-c", str(path), cwd=tmp_path)
+    assert time.monotonic() - started < 10
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert expected in result.stdout + result.stderr

@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ragcanary.config.model import LoadedConfig, load_config
 from ragcanary.errors import ConfigError
 from ragcanary.probe.target import HttpTarget
+from ragcanary.suites.loaded import LoadedConfig, load_config
 
 SECRET = "hunter2-fuzz-7d1c"
 ENV = {"DOCS_TOKEN": SECRET, "EMPTY": ""}

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.config.units import parse_duration, parse_rate
+from ragcanary.config.units import (
+    MAX_DURATION_S,
+    DurationOutOfRange,
+    format_duration,
+    parse_duration,
+    parse_duration_between,
+    parse_rate,
+)
 
 UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -107,3 +114,35 @@ def test_rate_rejects_anything_else_naming_it(text: object) -> None:
 def test_rate_rendered_with_any_unit_parses_back(amount: int, unit: str) -> None:
     """N/unit is N divided by the unit's length in seconds."""
     assert parse_rate(f"{amount}/{unit}") == pytest.approx(amount / UNITS[unit])
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1s", 1.0), ("7d", 604800.0), ("3650d", 3650 * 86400.0), (60, 60.0)]
+)
+def test_duration_between_accepts_the_allowed_range(text: str | int, seconds: float) -> None:
+    """The ends of the range are allowed."""
+    assert parse_duration_between(text, "since") == seconds
+
+
+@pytest.mark.parametrize(
+    "text", ["999999d", "0s", "500ms", "3651d", "9" * 400, "9" * 400 + "w", 10**400]
+)
+def test_duration_between_names_the_allowed_range(text: str | int) -> None:
+    """Out of range (overflowing ones too) says which range is allowed, never overflows."""
+    with pytest.raises(DurationOutOfRange, match="since must be between 1s and 3650d, not "):
+        parse_duration_between(text, "since")
+
+
+def test_duration_between_still_says_when_it_is_no_duration() -> None:
+    """A text that is no duration is a plain ValueError, not an out-of-range one."""
+    with pytest.raises(ValueError, match="is not a duration") as caught:
+        parse_duration_between("a while", "since")
+    assert not isinstance(caught.value, DurationOutOfRange)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(1.0, "1s"), (0.5, "500ms"), (90.0, "90s"), (7200.0, "2h"), (MAX_DURATION_S, "3650d")],
+)
+def test_format_duration_is_the_shortest_exact_form(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.config.yamlfile import Document, dotted, line_of, load_json, load_yaml, read_text
-from ragcanary.errors import ConfigError
+from ragcanary.config.yamlfile import (
+    ALIAS_FIX,
+    MAX_FILE_BYTES,
+    Document,
+    dotted,
+    line_of,
+    load_json,
+    load_yaml,
+    read_text,
+)
+from ragcanary.errors import ConfigError, Problem
 
 CONFIG = """\
 storage: sqlite:///x.db
@@ -91,19 +101,98 @@ def test_any_document_round_trips_with_a_line_for_every_path(data: Any) -> None:
         assert all(1 <= lines[p] <= text.count("\n") + 1 for p in _paths(data))
 
 
-def test_merged_key_is_at_the_anchor_and_own_key_where_written() -> None:
-    """After ``<<: *base`` a merged key points at the anchor, an overriding key at itself."""
-    text = "base: &b\n  x: 1\n  y: 2\nc:\n  <<: *b\n  y: 3\n"
-    data, lines = load_yaml(text, "f.yaml")
-    assert data["c"] == {"x": 1, "y": 3}
-    assert (lines["c", "x"], lines["c", "y"]) == (2, 6)
+BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
+)
 
 
-def test_recursive_alias_does_not_hang() -> None:
-    """A self-referencing alias is walked once; an aliased item is located at its anchor."""
-    data, lines = load_yaml("a: &x\n  - *x\n", "f.yaml")
-    assert data["a"][0] is data["a"]
-    assert lines["a", 0] == 1
+def test_alias_bomb_is_refused_before_anything_is_expanded() -> None:
+    """Billion laughs (10**9 strings once expanded) is refused at its first anchor, at once."""
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(BILLION_LAUGHS, "bomb.yaml")
+    assert time.monotonic() - started < 1.0
+    first = caught.value.problems[0]
+    assert (first.file, first.line, first.message) == (
+        "bomb.yaml",
+        1,
+        "YAML anchor &a is not allowed",
+    )
+    assert first.fix == ALIAS_FIX == "write the value out; aliases are not allowed"
+    # One problem per anchor or alias and line, the rest counted in the last one shown.
+    assert len(caught.value.problems) == 10
+    assert "more anchors or aliases" in caught.value.problems[-1].message
+
+
+def test_merge_key_is_refused_for_the_alias_it_needs() -> None:
+    """``<<: *base`` needs an alias, so it is refused too, at the anchor and the alias."""
+    text = "base: &b\n  x: 1\nc:\n  <<: *b\n  y: 3\n"
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(text, "f.yaml")
+    found = [(p.line, p.message) for p in caught.value.problems]
+    assert found == [(1, "YAML anchor &b is not allowed"), (4, "YAML alias *b is not allowed")]
+
+
+def test_a_large_file_of_aliases_is_refused_in_seconds() -> None:
+    """Aliases are found from the parser's events, before any node is built."""
+    text = "a: &a 1\nb: [" + "*a, " * 1_000_000 + "]\n"  # 4 MB
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(text, "f.yaml")
+    assert time.monotonic() - started < 5
+    assert [p.line for p in caught.value.problems] == [1, 2]
+
+
+def test_recursive_alias_is_refused_without_hanging() -> None:
+    """A self-referencing alias is an alias like any other."""
+    with pytest.raises(ConfigError, match="anchor &x is not allowed"):
+        load_yaml("a: &x\n  - *x\n", "f.yaml")
+
+
+def test_duplicate_keys_go_to_the_callers_problems_when_it_collects_them() -> None:
+    """With a problems list the data still loads, so model problems can be reported beside."""
+    problems: list[Problem] = []
+    data, _ = load_yaml("a: 1\nb: 2\na: 3\n", "f.yaml", problems)
+    assert data == {"a": 3, "b": 2}
+    assert [(p.line, p.message) for p in problems] == [(3, "key 'a' appears twice (lines 1 and 3)")]
+    problems = []
+    load_json('{"a": 1,\n "a": 2}', "f.json", problems)
+    assert [p.line for p in problems] == [2]
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 100_000, "a:\n" + "".join("  " * i + "- \n" for i in range(3000))]
+)
+def test_nesting_too_deep_is_a_located_problem(text: str) -> None:
+    """A document nested past what Python can recurse into is refused, not a crash."""
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_yaml(text, "f.yaml")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_json("[" * 100_000 + "]" * 100_000, "f.json")
+
+
+def test_a_file_over_the_limit_is_refused_without_being_read(tmp_path: Path) -> None:
+    """A 60 MB file is refused from its size alone, in far less time than reading it takes."""
+    path = tmp_path / "big.yaml"
+    with path.open("wb") as handle:
+        handle.truncate(60_000_000)  # sparse: no time is spent writing it either
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        read_text(path, "big.yaml", "unused")
+    assert time.monotonic() - started < 1.0
+    [problem] = caught.value.problems
+    assert problem.file == "big.yaml"
+    assert problem.message == "the file is 60.0 MB; config and suite files may have at most 10 MB"
+    assert MAX_FILE_BYTES == 10_000_000
+
+
+def test_a_file_at_the_limit_is_read_and_one_byte_more_is_not(tmp_path: Path) -> None:
+    """The cap is exact: ``limit`` bytes pass, ``limit + 1`` do not."""
+    path = tmp_path / "f.yaml"
+    path.write_bytes(b"a" * 100)
+    assert read_text(path, "f.yaml", "unused", limit=100) == "a" * 100
+    with pytest.raises(ConfigError, match="at most"):
+        read_text(path, "f.yaml", "unused", limit=99)
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,12 @@ from prometheus_server import prometheus_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT_TESTS = ROOT / "tests" / "prometheus" / "alerts_test.yml"
-RUNBOOKS = "https://github.com/ragcanary/ragcanary/blob/main/"  # + a path in this repository
 # Alerts about the daemon itself carry no suite or target: their descriptions name the
-# instance instead.
-DAEMON_WIDE = {"RagCanaryConfigReloadFailed"}
+# instance (or, across replicas, the job) instead.
+DAEMON_WIDE = {"RagCanaryConfigReloadFailed", "RagCanaryDown", "RagCanaryStorageDown"}
+JOB_WIDE = {"RagCanaryConfigMismatch"}
+# Limits a suite sets must come from ragcanary_threshold, never be copied into a rule.
+COPIED_DEFAULTS = re.compile(r"(?<![\w.])(0\.02|0\.7|0\.9|0\.05)(?![\w.])")
 
 
 RULES = alert_rules()
@@ -78,9 +80,10 @@ def test_description_names_the_suite_target_and_value(rule: dict[str, Any]) -> N
         assert "no suite" in description
         assert "no target" in description
         return
-    if rule["alert"] in DAEMON_WIDE:
-        assert "{{ $labels.instance }}" in description
-        assert "{{ $value }}" in description
+    if rule["alert"] in DAEMON_WIDE | JOB_WIDE:
+        assert "{{ $labels.instance }}" in description or rule["alert"] in JOB_WIDE
+        assert "{{ $labels.job }}" in description or rule["alert"] in DAEMON_WIDE
+        assert re.search(r"\{\{ \$value( \| [^}]+)? \}\}", description)
         return
     assert "{{ $labels.suite }}" in description
     assert "{{ $labels.target }}" in description
@@ -89,8 +92,23 @@ def test_description_names_the_suite_target_and_value(rule: dict[str, Any]) -> N
 
 
 @PER_RULE
-def test_runbook_url_points_to_the_alerts_runbook_file(rule: dict[str, Any]) -> None:
+def test_runbook_url_is_the_path_of_the_alerts_runbook_in_this_repository(
+    rule: dict[str, Any],
+) -> None:
+    """Not a URL of a repository users may not have: the file they have in docs/runbooks/."""
     url = rule["annotations"]["runbook_url"]
-    assert url == f"{RUNBOOKS}docs/runbooks/{rule['alert']}.md"
-    runbook = ROOT / url.removeprefix(RUNBOOKS)
-    assert runbook.is_file(), f"{rule['alert']}: {runbook.relative_to(ROOT)} does not exist"
+    assert url == f"docs/runbooks/{rule['alert']}.md"
+    assert (ROOT / url).is_file(), f"{rule['alert']}: {url} does not exist"
+
+
+@PER_RULE
+def test_rules_read_suite_thresholds_instead_of_copying_the_defaults(rule: dict[str, Any]) -> None:
+    """max_drop, min_rank_overlap, min_coverage and significance come from ragcanary_threshold."""
+    assert not COPIED_DEFAULTS.findall(rule["expr"]), rule["expr"]
+
+
+def test_unit_tests_cover_a_one_minute_and_a_one_hour_schedule() -> None:
+    """`for:` cannot scale with the interval: the tests show pages at both schedules."""
+    text = UNIT_TESTS.read_text(encoding="utf-8")
+    assert "0+60x" in text, "no suite run every minute"
+    assert "0x59 3600x" in text, "no suite run hourly"

@@ -42,7 +42,9 @@ BOARDS = {path.name: json.loads(path.read_text(encoding="utf-8")) for path in FI
 def _exported_labels() -> dict[str, set[str]]:
     """Every series name a daemon exports after one answered run, with its label names."""
     exporter = Exporter()
-    exporter.load({"core": SuitePairs(targets=("search",), ks=(1, 5))})
+    limits = {"max_drop": 0.02, "min_rank_overlap": 0.7, "hit_rate@5": 0.6}
+    spec = SuitePairs(targets=("search",), ks=(1, 5), thresholds=limits, interval_seconds=60.0)
+    exporter.load({"core": spec}, config_hash="0123456789ab")
     exporter.observe_run(
         {
             "suite": "core",

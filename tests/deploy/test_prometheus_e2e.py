@@ -1,10 +1,11 @@
-"""Alert rules and dashboards against a real Prometheus scraping a real daemon (issue 4, item 7).
+"""Alert rules and dashboards against a real Prometheus scraping a real daemon (issues 4 and 12).
 
-One stack serves the whole module: the demo retriever, `ragcanary serve` on the demo suite
-every second, and Prometheus scraping it every second with deploy/prometheus/alerts.yml, where
-only `for:` is shortened to 1s so the real expressions are what fires. Each scenario starts
-from a calm stack (retriever normal, nothing active), breaks the retriever through its
-/mode endpoint and watches /api/v1/alerts.
+One stack serves the whole module: the demo retriever behind a proxy that can reorder its
+answers (tests/reorder_proxy.py), `ragcanary serve` on the demo suite every second, and
+Prometheus scraping it every second with deploy/prometheus/alerts.yml, where only `for:` is
+shortened to 1s (and the slow-slide window to seconds) so the real expressions are what
+fires. Each scenario starts from a calm stack (retriever normal, nothing active), breaks the
+retriever through its /mode endpoint or the proxy and watches /api/v1/alerts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 import yaml
 from daemon_harness import DaemonProcess, free_port, running
 from prometheus_server import PrometheusServer, prometheus_binary
+from reorder_proxy import ReorderProxy
 
 from ragcanary.cli.commands import write_demo_config
 from ragcanary.demo.retriever import BackgroundServer
@@ -47,6 +49,7 @@ pytestmark = pytest.mark.slow
 @dataclass
 class Stack:
     retriever: BackgroundServer
+    proxy: ReorderProxy  # between the daemon and the retriever
     daemon: DaemonProcess
     prometheus: PrometheusServer
     started: float  # Unix time the stack came up, the start of the dashboards' time range
@@ -77,6 +80,7 @@ class Stack:
         """Put the retriever back to normal; wait for an answered run equal to the baseline
         in Prometheus, and for no alert to be active."""
         self.set_mode("normal")
+        self.proxy.demote = False
         healthy = (
             f'ragcanary_rank_overlap{{suite="{SUITE}"}} == 1'
             f" and ragcanary_regression == 0 and ragcanary:last_run_answered == 1"
@@ -88,12 +92,14 @@ class Stack:
 
 
 def shortened_rules(source: Path, destination: Path) -> Path:
-    """A copy of the rules file with every ``for:`` cut to 1s; expressions stay as they are."""
+    """A copy of the rules file with every ``for:`` cut to 1s and the slow slide's day cut to
+    10s (else the scenarios' drops would still weigh on it); expressions stay as they are."""
     document = yaml.safe_load(source.read_text(encoding="utf-8"))
     for group in document["groups"]:
         for rule in group["rules"]:
             if "for" in rule:
                 rule["for"] = "1s"
+            rule["expr"] = rule["expr"].replace("[24h]", "[10s]")
     destination.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
     return destination
 
@@ -103,14 +109,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus_binary("prometheus")  # skip (or fail under CI) before starting anything
     directory = tmp_path_factory.mktemp("e2e")
     rules = shortened_rules(ALERTS, directory / "alerts.yml")
-    with BackgroundServer(port=0) as retriever:
+    with BackgroundServer(port=0) as retriever, ReorderProxy(retriever.search_url) as proxy:
         port = free_port()
-        config = write_demo_config(directory / "demo", retriever.port, f"127.0.0.1:{port}", "1s")
+        config = write_demo_config(directory / "demo", proxy.port, f"127.0.0.1:{port}", "1s")
         daemon = DaemonProcess(config, port, env={"RAGCANARY_LOG_FORMAT": "json"})
         with running(daemon):
             server = PrometheusServer(directory / "prometheus", [f"127.0.0.1:{port}"], [rules])
             with server as prometheus:
-                stack = Stack(retriever, daemon, prometheus, time.time())
+                stack = Stack(retriever, proxy, daemon, prometheus, time.time())
                 stack.wait_for(prometheus.targets_up, "the daemon to be scraped")
                 unhealthy = [r for r in prometheus.rules() if r["health"] == "err"]
                 assert not unhealthy, f"rules failing to evaluate: {unhealthy}"
@@ -171,6 +177,50 @@ def test_lost_documents_fire_hit_rate_drop_which_an_outage_then_silences(stack: 
     assert not during & QUALITY, f"quality alerts during the outage: {during & QUALITY}"
     held = stack.prometheus.query(f'ragcanary_regression{{suite="{SUITE}"}} == 1')
     assert held, "the regression gauge should still hold the last answered run's verdict"
+
+
+def test_an_ndcg_only_regression_fires_regression_and_not_hit_rate_drop(stack: Stack) -> None:
+    """Relevant documents reordered within the top-k: the verdict pages, with a way to its
+    reasons, and no alert claims that Hit@k fell."""
+    stack.calm()
+    seen: set[str] = set()
+    stack.proxy.demote = True
+    stack.wait_state("RagCanaryRegression", "firing", seen)
+    stack.prometheus.watch(3.0, seen)
+    assert "RagCanaryHitRateDrop" not in seen, f"a Hit@k alert for an NDCG regression: {seen}"
+    assert not seen & {"RagCanaryTargetUnavailable", "RagCanaryScoreDrift"}, seen
+    (alert,) = [
+        a for a in stack.prometheus.alerts() if a["labels"]["alertname"] == "RagCanaryRegression"
+    ]
+    assert alert["labels"]["severity"] == "critical"
+    runs = f"{stack.daemon.url}/api/v1/runs?suite={SUITE}&target={TARGET}&limit=1"
+    assert runs in alert["annotations"]["description"]
+    # The description's URL leads to the run whose failures are NDCG drops and nothing else.
+    (latest,) = httpx.get(runs, timeout=10).json()["runs"]
+    report = httpx.get(f"{stack.daemon.url}/api/v1/runs/{latest['run_id']}", timeout=10).json()
+    assert report["outcome"] == "regression"
+    failed = {(f["kind"], f["metric"].partition("@")[0]) for f in report["failures"]}
+    assert failed == {("drop", "ndcg")}, report["failures"]
+    assert all(d == 0 for m, d in report["baseline"]["deltas"].items() if "hit_rate" in m)
+
+
+def test_stopping_the_daemon_fires_one_alert_not_one_per_pair(stack: Stack) -> None:
+    """RagCanaryDown fires once; staleness, outage and quality alerts stay quiet. The daemon
+    is started again afterwards, on the same database, for the tests that follow."""
+    stack.calm()
+    stack.daemon.stop()
+    try:
+        seen: set[str] = set()
+        stack.wait_state("RagCanaryDown", "firing", seen)
+        stack.prometheus.watch(5.0, seen)
+        firing = stack.prometheus.alerts()
+        assert seen == {"RagCanaryDown"}, f"alerts while the daemon is stopped: {seen}"
+        assert len(firing) == 1, f"{len(firing)} alerts for one stopped daemon: {firing}"
+        assert firing[0]["labels"]["instance"] == f"127.0.0.1:{stack.daemon.port}"
+    finally:
+        stack.daemon.start()
+    stack.wait_for(stack.prometheus.targets_up, "the restarted daemon to be scraped")
+    stack.calm()
 
 
 def test_every_dashboard_panel_query_returns_data(stack: Stack) -> None:

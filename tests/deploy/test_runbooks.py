@@ -33,28 +33,40 @@ def ragcanary_commands(text: str) -> list[list[str]]:
 
 
 def test_there_is_a_runbook_for_each_alert_of_the_contract_and_no_other() -> None:
-    """docs/runbooks/<AlertName>.md exists for exactly the eight alerts of DESIGN.md."""
+    """docs/runbooks/<AlertName>.md exists for exactly the alerts of the rules file."""
     assert {p.stem for p in PAGES} == CONTRACT
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
 def test_runbook_is_titled_with_its_alert_and_has_every_section(page: Path) -> None:
-    """What it means, likely causes, first commands, how to resolve."""
+    """What to check first, what it means, likely causes, first commands, how to resolve."""
     text = page.read_text(encoding="utf-8")
     assert text.startswith(f"# {page.stem}\n")
-    for section in ("What it means", "Likely causes", "First commands", "Resolve"):
-        assert f"\n## {section}" in text, f"{page.name} has no {section!r} section"
+    sections = re.findall(r"^## (.+)$", text, re.M)
+    expected = ["Check first", "What it means", "Likely causes", "First commands", "Resolve"]
+    assert [s for s in sections if s in expected] == expected, f"{page.name}: {sections}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_runbook_says_first_what_to_check(page: Path) -> None:
+    """The page's first section is a short "Check first", before any explanation."""
+    text = page.read_text(encoding="utf-8")
+    first = re.search(r"^## (.+)$", text, re.M)
+    assert first, f"{page.name} has no sections"
+    assert first.group(1) == "Check first", f"{page.name} starts with {first.group(1)!r}"
+    body = text[first.end() : text.index("\n## ", first.end())].strip()
+    assert body, f"{page.name}: Check first is empty"
+    assert len(body.split()) <= 80, f"{page.name}: Check first is not short ({len(body.split())})"
 
 
 def test_every_alert_rule_links_its_runbook() -> None:
-    """Each rule's runbook_url ends with the path of its alert's runbook, which exists."""
+    """Each rule's runbook_url is the path of its alert's runbook in this repository."""
     rules = alert_rules()
     assert {rule["alert"] for rule in rules} == CONTRACT
     for rule in rules:
         url = rule["annotations"]["runbook_url"]
-        path = f"docs/runbooks/{rule['alert']}.md"
-        assert str(url).endswith("/" + path), url
-        assert (ROOT / path).is_file()
+        assert url == f"docs/runbooks/{rule['alert']}.md"
+        assert (ROOT / url).is_file()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)

@@ -78,3 +78,14 @@ def test_score_shift_meets_the_score_drift_alert_condition_within_three_runs(
     assert trial["conditions"]["RagCanaryScoreDrift"] is not None
     assert trial["conditions"]["RagCanaryScoreDrift"] <= 3
     assert trial["verdict"] is None  # a score shift is drift, not a quality regression
+
+
+@pytest.mark.parametrize("seed", [31, 32, 33])
+def test_index_side_noise_is_a_regression_within_three_runs(detection, world, seed) -> None:
+    """Scores moved once by sd 0.05 and re-sorted: the MRR loss fails the run."""
+    trial = detection.watch_incident(world, "index", HARSH, seed, horizon=3)
+    baseline_mrr, current_mrr = trial["mrr"]
+    assert baseline_mrr - current_mrr > 0.02
+    assert trial["verdict"] is not None
+    assert trial["verdict"] <= 3
+    assert "drop" in trial["kinds"]

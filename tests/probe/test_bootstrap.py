@@ -96,7 +96,8 @@ def test_repeated_slugs_get_numbered_suffixes():
 @pytest.mark.parametrize(
     ("name", "content", "queries"),
     [
-        ("q.txt", "reset password\n\n  pricing plans  \n", ["reset password", "pricing plans"]),
+        # A blank line is kept as "" so that the draft counts it among the skipped.
+        ("q.txt", "reset password\n\n  pricing plans  \n", ["reset password", "", "pricing plans"]),
         ("q.txt", "\ufefffirst\r\nsecond\r\n", ["first", "second"]),
         (
             "q.jsonl",
@@ -106,7 +107,7 @@ def test_repeated_slugs_get_numbered_suffixes():
     ],
 )
 def test_read_queries_reads_lines_or_jsonl_fields(tmp_path, name, content, queries):
-    """Plain files hold one query a line; .jsonl a query or text field; blank lines skipped."""
+    """Plain files hold one query a line; .jsonl a query or text field (blank lines no record)."""
     path = tmp_path / name
     path.write_text(content, encoding="utf-8")
     assert read_queries(path) == queries
@@ -209,3 +210,13 @@ async def test_draft_from_a_real_retriever():
             text = await draft_suite(target, ["reset password", "pricing plans"], depth=10)
     assert re.search(r"1\. doc-7  0\.93\n.*2\. doc-2  0\.81\n.*3\. doc-9  0\.44\n", text, re.S)
     assert [c["id"] for c in yaml.safe_load(text)["cases"]] == ["reset-password", "pricing-plans"]
+
+
+async def test_blank_lines_of_a_queries_file_are_counted_among_the_skipped(tmp_path):
+    """Read from a file as the CLI does: 2 blank lines and 1 repeat are 3 skipped, not 1."""
+    queries = tmp_path / "queries.txt"
+    queries.write_text("a query\n\na query\n   \nanother\n", encoding="utf-8")
+    target = ScriptedTarget({})
+    text = await draft_suite(target, read_queries(queries), depth=3)
+    assert [q for q, _ in target.asked] == ["a query", "another"]
+    assert "# 3 blank or repeated queries were skipped." in text

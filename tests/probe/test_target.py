@@ -209,7 +209,7 @@ async def test_without_score_path_scores_are_none():
             "not a finite number",
         ),
         (httpx.Response(200, json={"hits": [{"id": "a"}]}), "no score at 'score' (set score: null"),
-        (httpx.Response(302, headers={"Location": "/login"}), "unexpected HTTP 302"),
+        (httpx.Response(304), "unexpected HTTP 304"),
     ],
 )
 async def test_malformed_answers_are_bad_response_with_a_clear_reason_and_not_retried(
@@ -470,10 +470,10 @@ def test_bad_jmespath_is_a_config_error_naming_the_field():
     assert [p.path for p in caught.value.problems] == ["targets.docs.id"]
 
 
-async def test_make_client_follows_redirects_and_identifies_itself():
-    """The production client follows redirects and sends a ragcanary User-Agent."""
+async def test_make_client_leaves_redirects_to_the_target_and_identifies_itself():
+    """HttpTarget follows redirects (it decides who gets the headers); a ragcanary User-Agent."""
     async with make_client(TargetConfig(url=URL, verify_tls=False)) as client:
-        assert client.follow_redirects
+        assert not client.follow_redirects
         assert client.headers["User-Agent"].startswith("ragcanary/")
 
 

@@ -15,9 +15,9 @@ from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
-from ragcanary.config.model import load_config
 from ragcanary.serve.daemon import Daemon, JobKey
 from ragcanary.store.storage import Store
+from ragcanary.suites.loaded import load_config
 
 API_KEY = "sk-oncall-5d2e7a90"
 
@@ -192,14 +192,17 @@ def test_diff_names_the_case_that_lost_its_document(stored: Stored) -> None:
     result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor")
     assert result.exit_code == 0, result.output
     out = result.output
-    assert f"{stored.first[:12]}" in out
-    assert f"{stored.dropped[:12]}" in out  # the latest answered run, not the outage
+    assert f"from: {stored.first}" in out
+    assert f"  to: {stored.dropped}" in out  # the latest answered run...
+    # ...said plainly to predate the outage that followed it.
+    assert f"OUTAGE: the newest run, {stored.down}" in " ".join(out.split())
     rows = [line for line in out.splitlines() if "doc-7 (#" in line]
     assert [row.split()[1] for row in rows] == ["password", "pricing"]  # worst first
     row = rows[0]
     assert "doc-7 (#1 0.930)" in row
     assert "recall@3" in row
-    assert "changed cases (2, worst first; 0 unchanged)" in out
+    assert "changed cases (2, worst first; 0 unchanged; ★ relevant)" in out
+    assert "★doc-7 (#1 0.930)" in row
 
 
 def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
@@ -211,6 +214,8 @@ def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
         "target",
         "from",
         "to",
+        "outage",
+        "newest_outage",
         "metrics",
         "cases",
         "unchanged",
@@ -221,8 +226,11 @@ def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
     assert diff["metrics"]["recall@3"] == {"from": 1.0, "to": 0.75, "delta": -0.25}
     assert [c["id"] for c in diff["cases"]] == ["password", "pricing"]
     case = diff["cases"][0]
-    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93}]
+    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}]
     assert case["entered"] == []
+    assert diff["newest_outage"]["run_id"] == stored.down
+    assert diff["newest_outage"]["unanswered"] == {"http_5xx": 2}
+    assert diff["to"]["outcome"] in ("ok", "regression")
     assert case["moves"] == [
         {"id": "doc-2", "from": 2, "to": 1},
         {"id": "doc-9", "from": 3, "to": 2},
@@ -238,9 +246,39 @@ def test_diff_from_to_compares_the_runs_given(stored: Stored) -> None:
     assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (stored.dropped, stored.second)
     entered = {c["id"]: c["entered"] for c in diff["cases"]}
     assert entered == {
-        "password": [{"id": "doc-7", "rank": 1, "score": 0.93}],
-        "pricing": [{"id": "doc-7", "rank": 2, "score": 0.52}],
+        "password": [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}],
+        "pricing": [{"id": "doc-7", "rank": 2, "score": 0.52, "relevant": False}],
     }
+
+
+def test_diff_refuses_a_run_of_another_target_with_exit_2(stored: Stored) -> None:
+    args = ("--from", stored.mirror)
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", *args)
+    assert result.exit_code == 2
+    assert f"run {stored.mirror} is of suite 'core' on target 'mirror'" in result.stderr
+
+
+def test_diff_to_an_outage_says_so_and_lists_no_case(stored: Stored) -> None:
+    args = ("--to", stored.down)
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", *args)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "OUTAGE: the newer run was unavailable (coverage 0% (http_5xx=2))" in out
+    assert "UNAVAILABLE" in out
+    assert "changed cases" not in out
+
+
+def test_read_commands_need_none_of_the_retrievers_secrets(stored: Stored) -> None:
+    """VENDOR_KEY unset: diff, history, runs and baseline show still read storage."""
+    for args in (
+        ("diff", "--suite", "core", "--target", "vendor"),
+        ("history", "--suite", "core", "--case", "password", "--target", "vendor"),
+        ("runs", "--suite", "core"),
+        ("baseline", "show"),
+    ):
+        result = CliRunner().invoke(app, [*args, "-c", str(stored.config)], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, (args, result.output)
+        assert "not set" not in result.output
 
 
 def test_diff_of_identical_runs_lists_no_case(stored: Stored) -> None:
@@ -310,6 +348,17 @@ def test_history_table_shows_one_row_per_run_with_ranks(stored: Stored) -> None:
     assert "http_5xx" in rows[3]
     assert "mirror" in rows[4]
     assert stored.dropped in rows[2]  # the run id, to pass to `diff --from/--to`
+
+
+@pytest.mark.parametrize("since", ["999999d", "0s", "9" * 400])
+def test_history_since_out_of_range_exits_2_with_the_allowed_range(
+    stored: Stored, since: str
+) -> None:
+    """``--since 999999d`` crashed with an OverflowError; it is a usage error naming the range."""
+    args = ("--suite", "core", "--case", "password", "--since", since)
+    result = _invoke(stored.config, "history", *args)
+    assert result.exit_code == 2, result.output
+    assert "since must be between 1s and 3650d" in result.stderr
 
 
 @pytest.mark.parametrize(("since", "runs"), [("1h", 5), ("30d", 6), ("90d", 7)])

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.config.model import load_config
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
+from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
 
@@ -138,7 +138,13 @@ async def test_healthz_answers_ok(api: httpx.AsyncClient) -> None:
 async def test_readyz_is_200_while_storage_is_reachable(api: httpx.AsyncClient) -> None:
     response = await api.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"ready": True, "config": True, "storage": True, "reason": None}
+    assert response.json() == {
+        "ready": True,
+        "config": True,
+        "storage": True,
+        "reason": None,
+        "buffered_runs": 0,
+    }
 
 
 async def test_readyz_is_503_with_a_reason_when_the_database_directory_is_gone(
@@ -263,7 +269,7 @@ async def test_diff_defaults_to_baseline_against_latest(
     assert diff["from"]["run_id"] == first["run_id"]
     assert diff["to"]["run_id"] == latest["run_id"]
     (case,) = [c for c in diff["cases"] if c["id"] == "password"]
-    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93}]
+    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}]
     assert case["metrics"]["recall@3"] == {"from": 1.0, "to": 0.5, "delta": -0.5}
     assert "rr" not in case["metrics"]  # doc-2 moved up to rank 1
 
@@ -363,6 +369,17 @@ async def test_history_refuses_unknown_cases_and_bad_since(
 ) -> None:
     response = await api.get("/api/v1/history", params=query)
     assert response.status_code == status
+
+
+@pytest.mark.parametrize("since", ["999999d", "0s", "500ms", "9" * 400, "9" * 400 + "w"])
+async def test_history_since_out_of_range_is_400_with_the_allowed_range(
+    api: httpx.AsyncClient, since: str
+) -> None:
+    """A since timedelta cannot hold answered 500; now 400 says which range is allowed."""
+    query = {"suite": "core", "case": "password", "since": since}
+    response = await api.get("/api/v1/history", params=query)
+    assert response.status_code == 400, response.text
+    assert "since must be between 1s and 3650d" in response.json()["detail"]
 
 
 # --- baselines ------------------------------------------------------------------------------

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from daemon_harness import DaemonProcess, Scrape, free_port, running, wait_for
+from daemon_harness import DaemonProcess, Scrape, config_yaml, free_port, running, wait_for
 from faulty_retriever import EXPECTED_OUTCOME, MODES, FaultyRetriever, Mode
 
 from ragcanary.config.model import TargetConfig
@@ -35,6 +34,7 @@ TIMEOUT_S = 2.0  # generous: a correct answer late on a loaded machine would cou
 CAP_BYTES = 2_000_000  # max_response_bytes: the 50 MB body must stop being read here
 WATCH_S = 25.0  # how long the daemon watches the retriever fail at random
 DEADLINE_S = 60.0  # for anything that takes a few runs, with room for a loaded machine
+ADMIN_TOKEN = "adm-faults-3c9a"  # reloading through the API needs it
 LENIENT = {"suite": "lenient", "target": "flaky"}
 MIN_COVERAGE = {"lenient": 0.2, "strict": 0.9}
 # Every failure at random, and correct answers a third of the time. No random empty list: the
@@ -71,7 +71,7 @@ def _write_config(path: Path, port: int, storage: str, targets: Any, suites: Any
         "targets": targets,
         "suites": suites,
     }
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    path.write_text(config_yaml(config), encoding="utf-8")  # suites share their target lists
 
 
 def _memory(pid: int) -> dict[str, int]:
@@ -302,7 +302,8 @@ class SlowWorld:
         _write_config(config, self.port, self.storage, {"slow": slow}, suites)
 
     def start(self) -> DaemonProcess:
-        self.daemons.append(DaemonProcess(self.directory / "ragcanary.yaml", self.port, {}))
+        env = {"RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN}
+        self.daemons.append(DaemonProcess(self.directory / "ragcanary.yaml", self.port, env))
         return self.daemon.start()
 
     def stored(self) -> list[dict[str, Any]]:
@@ -367,9 +368,16 @@ def test_reload_through_the_api_during_a_run_stores_that_run_and_switches_config
             {"long": {**LONG_SUITE, "k": [1, 3]}, "quick": {**LONG_SUITE, "cases": "quick.yaml"}}
         )
         reloaded_at = datetime.now(UTC)
-        response = daemon.post("/-/reload")
+        response = daemon.post("/-/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert response.status_code == 200, response.text
-        assert response.json() == {"reloaded": True}
+        # The answer says what changed (issue 11 item 9): the long suite's k, a quick suite.
+        assert response.json()["reloaded"] is True
+        assert response.json()["changes"]["jobs"] == {
+            "added": ["quick/slow"],
+            "removed": [],
+            "changed": ["long/slow"],
+            "unchanged": [],
+        }
 
         def in_flight_run_stored() -> dict[str, Any] | None:
             for run in slow_world.stored():

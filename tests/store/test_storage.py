@@ -33,6 +33,7 @@ SUMMARY_KEYS = {
     "outcome",
     "coverage",
     "metrics",
+    "deltas",
 }
 
 
@@ -715,3 +716,13 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys_and_a_busy_timeout(sqlite_url
         }
     engine.dispose()
     assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 10_000}
+
+
+def test_list_runs_filters_by_outcome_and_start(store: Store) -> None:
+    for minutes, (run_id, outcome) in enumerate([("a", "ok"), ("b", "regression"), ("c", "ok")]):
+        store.save_run(
+            make_report(run_id, started_at=NOW + timedelta(minutes=minutes), outcome=outcome)
+        )
+    assert [r["run_id"] for r in store.list_runs(outcome="ok")] == ["c", "a"]
+    later = store.list_runs(since=NOW + timedelta(minutes=1))
+    assert [r["run_id"] for r in later] == ["c", "b"]

@@ -156,6 +156,54 @@ def test_every_problem_in_the_file_is_reported_in_line_order(tmp_path: Path) -> 
     ]
 
 
+def test_duplicate_keys_and_case_mistakes_are_reported_together(tmp_path: Path) -> None:
+    """A duplicated YAML key no longer hides the model-level problems of the same file."""
+    text = (
+        "cases:\n"
+        "  - id: a\n"
+        "    query: q\n"
+        "    query: r\n"
+        "  - id: b\n"
+        "    query: q\n"
+        "    relevant: []\n"
+        "    min_score: 0.8\n"
+        "    max_score: 0.5\n"
+    )
+    found = _problems(write(tmp_path, text))
+    assert [(path, line) for path, _, line in found] == [
+        ("cases[0].query", 4),
+        ("cases[1].min_score", 8),
+    ]
+    assert found[0][1] == "key 'query' appears twice (lines 3 and 4)"
+    assert "min_score 0.8 is above max_score 0.5" in found[1][1]
+
+
+def test_a_duplicate_key_in_a_bare_list_of_cases_is_under_cases(tmp_path: Path) -> None:
+    """A file that is only a list of cases reports paths as if it had written cases:."""
+    [(path, _, line)] = _problems(write(tmp_path, "- id: a\n  query: q\n  id: b\n"))
+    assert (path, line) == ("cases[0].id", 3)
+
+
+def test_a_query_over_10000_characters_is_located(tmp_path: Path) -> None:
+    """DESIGN.md's limit on queries: 10,000 characters pass, one more is a located problem."""
+    ok = load_suite(write(tmp_path, json.dumps({"cases": [{"id": "a", "query": "q" * 10_000}]})))
+    assert len(ok.cases[0].query) == 10_000
+    text = "cases:\n  - id: a\n    query: " + "q" * 10_001 + "\n"
+    [(path, message, line)] = _problems(write(tmp_path, text))
+    assert (path, line) == ("cases[0].query", 3)
+    assert "10,001 characters long; at most 10,000 are allowed" in message
+
+
+def test_a_suite_with_an_alias_bomb_is_refused(tmp_path: Path) -> None:
+    """Suite files are held to the same limits as the config: no anchors or aliases."""
+    text = "cases:\n  - &c {id: a, query: q}\n  - *c\n"
+    found = _problems(write(tmp_path, text))
+    assert [(line, message) for _, message, line in found] == [
+        (2, "YAML anchor &c is not allowed"),
+        (3, "YAML alias *c is not allowed"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "path", "message"),
     [
@@ -227,7 +275,7 @@ cases = st.builds(
     weight=st.floats(min_value=0.01, max_value=100),
     min_score=st.none() | st.floats(-1e6, 1e6),
     max_score=st.floats(-1e6, 1e6),  # always set: a negative canary needs it
-)
+).filter(lambda c: c.min_score is None or c.min_score <= c.max_score)  # else a problem
 suites = st.lists(cases, min_size=1, max_size=5, unique_by=lambda c: c.id)
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,9 +15,9 @@ import typer
 from rich.console import Console
 
 from ragcanary import __version__
-from ragcanary.config.model import LoadedConfig, config_path, load_config
 from ragcanary.errors import ConfigError, RagcanaryError, UsageError
-from ragcanary.reports.report import dump_reports, load_reports
+from ragcanary.reports.report import dump_text, load_reports
+from ragcanary.suites.loaded import LoadedConfig, config_path, load_config
 
 app = typer.Typer(
     name="ragcanary",
@@ -24,10 +25,16 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich's panels show every flag as `<bool>` under click 8.2+.
+    rich_markup_mode=None,
 )
-import_app = typer.Typer(help="Convert standard IR test collections into a suite file.")
+import_app = typer.Typer(
+    help="Convert standard IR test collections into a suite file.", rich_markup_mode=None
+)
 app.add_typer(import_app, name="import")
-baseline_app = typer.Typer(help="Pin or show the baseline runs are compared with.")
+baseline_app = typer.Typer(
+    help="Pin or show the baseline runs are compared with.", rich_markup_mode=None
+)
 app.add_typer(baseline_app, name="baseline")
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -43,8 +50,13 @@ ConfigOption = Annotated[
 ]
 
 
-def _load(option: Path | None) -> LoadedConfig:
-    return load_config(config_path(option, os.environ), os.environ)
+def _load(option: Path | None, *, query_targets: bool = True) -> LoadedConfig:
+    return load_config(config_path(option, os.environ), os.environ, query_targets=query_targets)
+
+
+def _read_only(option: Path | None) -> LoadedConfig:
+    """The config for commands that only read stored runs: no retriever secret is needed."""
+    return _load(option, query_targets=False)
 
 
 def _fail(exc: RagcanaryError) -> typer.Exit:
@@ -120,11 +132,26 @@ def _write_outputs(
     from ragcanary.reports.markdown import render_markdown
 
     if report:
-        dump_reports(reports, report)
+        write_output(report, "--report", lambda: dump_text(reports))
     if junit:
-        junit.write_text(render_junit_many(reports), encoding="utf-8")
+        write_output(junit, "--junit", lambda: render_junit_many(reports))
     if markdown:
-        markdown.write_text("\n\n".join(render_markdown(r) for r in reports), encoding="utf-8")
+        write_output(markdown, "--markdown", lambda: "\n\n".join(map(render_markdown, reports)))
+
+
+def write_output(path: Path, option: str, render: Callable[[], str]) -> None:
+    """Write an output file, creating its directories; a path that cannot be written is exit 2."""
+    text = render()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _fail(
+            UsageError(
+                f"{option} {path}: cannot write it ({exc.strerror}); choose a path in a "
+                "writable directory"
+            )
+        ) from None
 
 
 def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
@@ -169,7 +196,7 @@ def compare(
                 )
         code, reports = asyncio.run(compare_targets(loaded, suite, target_a, target_b, Console()))
     if report:
-        dump_reports(reports, report)
+        write_output(report, "--report", lambda: dump_text(reports))
     raise typer.Exit(code)
 
 
@@ -268,19 +295,36 @@ def demo(
 
 
 @app.command()
-def serve(config: ConfigOption = None) -> None:
+def serve(
+    config: ConfigOption = None,
+    listen: Annotated[
+        str | None,
+        typer.Option(help="HOST:PORT for /metrics and the API (overrides listen: in the config)."),
+    ] = None,
+) -> None:
     """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
     from ragcanary.cli.commands import serve as run_daemon
 
     with _exit_on_error():
         path = config_path(config, os.environ)
-        code = run_daemon(path, os.environ)
+        environ = dict(os.environ)
+        if listen is not None:
+            environ["RAGCANARY_LISTEN"] = listen  # validated and located like the config's
+        code = run_daemon(path, environ)
     raise typer.Exit(code)
 
 
 SuiteOption = Annotated[str, typer.Option(help="The suite.")]
 TargetOption = Annotated[str, typer.Option(help="The target.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="Read a running daemon's API (http://HOST:PORT) instead of the database.",
+        show_default=False,
+    ),
+]
 
 
 @baseline_app.command("accept")
@@ -296,19 +340,26 @@ def baseline_accept(
     from ragcanary.cli.commands import accept_baseline
 
     with _exit_on_error():
-        loaded = _load(config)
+        loaded = _read_only(config)
         _pairs(loaded, suite, target)
         pinned = accept_baseline(loaded, suite, target, run_id)
     typer.echo(f"baseline of {suite} on {target} is now run {pinned}")
 
 
 @baseline_app.command("show")
-def baseline_show(config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Show the pinned baselines."""
-    from ragcanary.cli.commands import show_baselines
+def baseline_show(
+    config: ConfigOption = None, as_json: JsonOption = False, url: UrlOption = None
+) -> None:
+    """Show the pinned baselines (their full run ids)."""
+    from ragcanary.cli.commands import print_baselines, stored_baselines
+    from ragcanary.cli.remote import fetch
 
     with _exit_on_error():
-        show_baselines(_load(config), Console(), as_json)
+        if url:
+            rows = fetch(url, "/api/v1/baselines")["baselines"]
+        else:
+            rows = stored_baselines(_read_only(config))
+        print_baselines(rows, Console(), as_json)
 
 
 @app.command()
@@ -323,14 +374,21 @@ def diff(
     ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    url: UrlOption = None,
 ) -> None:
-    """What changed between two runs: metrics, ids that entered or left, score moves."""
-    from ragcanary.cli.commands import show_diff
+    """What changed between two runs: verdicts, metrics, ids that entered or left, scores."""
+    from ragcanary.cli.commands import print_diff, stored_diff
+    from ragcanary.cli.remote import fetch
 
     with _exit_on_error():
-        loaded = _load(config)
-        _pairs(loaded, suite, target)
-        show_diff(loaded, suite, target, from_run, to_run, Console(), as_json)
+        if url:
+            params = {"suite": suite, "target": target, "from": from_run, "to": to_run}
+            found = fetch(url, "/api/v1/diff", **params)
+        else:
+            loaded = _read_only(config)
+            _pairs(loaded, suite, target)
+            found = stored_diff(loaded, suite, target, from_run, to_run)
+        print_diff(found, Console(), as_json)
 
 
 @app.command()
@@ -341,14 +399,77 @@ def history(
     since: Annotated[str, typer.Option(help="How far back, like 1h, 7d or 30d.")] = "7d",
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    url: UrlOption = None,
 ) -> None:
-    """One canary over time: rank of each relevant id, top score, outcome."""
-    from ragcanary.cli.commands import show_history
+    """One canary over time: rank of each relevant id, top score, outcome, target."""
+    from ragcanary.cli.commands import print_history, stored_history
+    from ragcanary.cli.remote import fetch
 
     with _exit_on_error():
-        loaded = _load(config)
-        _pairs(loaded, suite, target)
-        show_history(loaded, suite, case, target, since, Console(), as_json)
+        if url:
+            params = {"suite": suite, "case": case, "target": target, "since": since}
+            rows = fetch(url, "/api/v1/history", **params)["history"]
+        else:
+            loaded = _read_only(config)
+            _pairs(loaded, suite, target)
+            rows = stored_history(loaded, suite, case, target, since)
+        print_history(suite, case, rows, Console(), as_json)
+
+
+@app.command()
+def runs(
+    suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
+    target: Annotated[str | None, typer.Option(help="Only this target.")] = None,
+    outcome: Annotated[
+        str | None, typer.Option(help="Only runs with this outcome: ok, regression, unavailable.")
+    ] = None,
+    since: Annotated[str, typer.Option(help="How far back, like 1h, 1d or 7d.")] = "1d",
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    url: UrlOption = None,
+) -> None:
+    """Recent runs, newest first: ids (what diff --from/--to take), outcome, metrics, deltas."""
+    from ragcanary.cli.commands import print_runs, stored_runs
+    from ragcanary.cli.remote import fetch
+
+    with _exit_on_error():
+        if outcome is not None and outcome not in ("ok", "regression", "unavailable"):
+            raise UsageError(f"--outcome {outcome}: use ok, regression or unavailable")
+        if url:
+            params = {"suite": suite, "target": target, "outcome": outcome, "since": since}
+            rows = fetch(url, "/api/v1/runs", limit=limit, **params)["runs"]
+        else:
+            loaded = _read_only(config)
+            if suite is not None or target is not None:
+                _pairs(loaded, suite, target)
+            rows = stored_runs(
+                loaded, suite=suite, target=target, outcome=outcome, since=since, limit=limit
+            )
+        print_runs(rows, Console(), as_json)
+
+
+@app.command()
+def export(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    format_: Annotated[
+        str, typer.Option("--format", help="The file format; trec is the one there is.")
+    ] = "trec",
+    out: Annotated[Path, typer.Option(help="Directory to write the files into.")] = Path("."),
+    config: ConfigOption = None,
+) -> None:
+    """Write a stored run as a TREC run file and its suite's labels as a TREC qrels file."""
+    from ragcanary.cli.commands import export_trec
+
+    with _exit_on_error():
+        if format_ != "trec":
+            raise UsageError(f"--format {format_}: the only format is trec")
+        files = export_trec(_read_only(config), run_id)
+        for name, text in files.items():
+            write_output(out / name, "--out", functools.partial(str, text))
+    for name in files:
+        typer.echo(f"wrote {out / name}")
+    typer.echo(f"check: trec_eval -m all_trec {out / next(iter(files))} {out / list(files)[1]}")
 
 
 @app.command()

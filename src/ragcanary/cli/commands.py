@@ -11,14 +11,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ragcanary.config.model import LoadedConfig
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.probe.cycle import run_cycle
 from ragcanary.probe.target import make_client
-from ragcanary.reports.report import run_from_report, to_report, unanswered
+from ragcanary.reports.report import failure_kinds, run_from_report, to_report
 from ragcanary.reports.table import render_report
+from ragcanary.suites.loaded import LoadedConfig
 
 if TYPE_CHECKING:
     from ragcanary.store.storage import Store
@@ -75,11 +75,21 @@ def _pick_baseline(
 
 
 def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
-    failed = unanswered(report)
-    if not failed:
+    """Why queries failed: per outcome a count and the first error, not only a coverage."""
+    kinds = failure_kinds(report)
+    if not kinds:
         return None
-    reasons = ", ".join(f"{o}={n}" for o, n in failed.items())
-    return f"warning: {report['suite']} → {report['target']}: unanswered queries ({reasons})"
+    total = sum(k["count"] for k in kinds.values())
+    cases = len(report.get("cases") or ())
+    lines = [
+        f"warning: {report['suite']} → {report['target']}: {total} of {cases} queries "
+        f"unanswered (coverage {report['coverage']:.0%})"
+    ]
+    for outcome, kind in sorted(kinds.items(), key=lambda item: -item[1]["count"]):
+        lines.append(
+            f"  {outcome}: {kind['count']} queries, first ({kind['case']}): {kind['first']}"
+        )
+    return "\n".join(lines)
 
 
 async def run_once(
@@ -183,10 +193,6 @@ def run_demo(
 ) -> int:
     """`ragcanary demo`: the bundled retriever and the daemon watching it (or one gated run)."""
     import asyncio
-    import shutil
-    import sys
-
-    from ragcanary.config.model import load_config
 
     try:
         from ragcanary.demo.retriever import MODES, BackgroundServer
@@ -196,9 +202,13 @@ def run_demo(
         raise UsageError(
             "the demo retriever needs the demo extra: pip install 'ragcanary[demo]'"
         ) from None
+    from ragcanary.serve.httpserver import check_address
+    from ragcanary.suites.loaded import load_config
 
     if mode not in MODES:
         raise UsageError(f"--drift {mode}: unknown mode; use one of {', '.join(MODES)}")
+    if not once:
+        check_address(listen)  # before the retriever starts and the banner is printed
     with BackgroundServer(port=port, mode=mode) as retriever:
         path = write_demo_config(workdir, retriever.port, listen, every)
         loaded = load_config(path, {})
@@ -210,8 +220,7 @@ def run_demo(
             reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
             return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
         api = f"http://{loaded.config.listen}"
-        # After `make demo` the command lives in .venv/bin, not on PATH: show one that runs.
-        cli = "ragcanary" if shutil.which("ragcanary") else f"{sys.executable} -m ragcanary"
+        cli = _runnable_cli()
         console.print(
             f"""ragcanary is watching it every {every}:
   metrics     {api}/metrics
@@ -257,6 +266,26 @@ suites:
 """
 
 
+def _runnable_cli() -> str:
+    """How to call ragcanary from here: after `make demo` it is .venv/bin/ragcanary, off PATH.
+
+    Said the way the README says it (a path relative to the working directory).
+    """
+    import os
+    import shutil
+    import sys
+
+    if shutil.which("ragcanary"):
+        return "ragcanary"
+    beside = Path(sys.executable).with_name("ragcanary")
+    if beside.exists():
+        try:
+            return os.path.relpath(beside)
+        except ValueError:
+            return str(beside)
+    return f"{sys.executable} -m ragcanary"
+
+
 def write_demo_config(workdir: Path, port: int, listen: str, every: str) -> Path:
     """Write the demo's config and suite into ``workdir`` with a fresh database; return the config.
 
@@ -284,11 +313,13 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     import asyncio
     import os
 
-    from ragcanary.config.model import load_config
     from ragcanary.logs import RedactSecrets, configure_logging
     from ragcanary.serve.daemon import Daemon
+    from ragcanary.serve.httpserver import check_address
+    from ragcanary.suites.loaded import load_config
 
     loaded = load_config(config_file, environ)
+    check_address(loaded.config.listen)
     redactor = RedactSecrets(loaded.secrets)
     configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
     daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
@@ -330,80 +361,146 @@ def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str |
         store.close()
 
 
-def show_baselines(loaded: LoadedConfig, console: Console, as_json: bool) -> None:
-    """`ragcanary baseline show`."""
+def stored_baselines(loaded: LoadedConfig) -> list[dict[str, Any]]:
+    """`ragcanary baseline show` from the database."""
     store = _store(loaded)
     try:
-        rows = store.baselines()
+        return store.baselines()
     finally:
         store.close()
+
+
+def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
     if as_json:
-        console.print_json(data=rows, default=str)
+        console.print_json(data=list(rows), default=str)
         return
     table = Table(title="pinned baselines", title_justify="left")
     for col in ("suite", "target", "run", "pinned at"):
-        table.add_column(col)
+        # The run id is what diff --from takes: shown whole, wrapped if need be.
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
     console.print(table if rows else "no baseline pinned yet")
 
 
-def show_diff(
-    loaded: LoadedConfig,
-    suite: str,
-    target: str,
-    from_run: str | None,
-    to_run: str | None,
-    console: Console,
-    as_json: bool,
-) -> None:
-    """`ragcanary diff`."""
-    from ragcanary.reports.oncall import run_diff
-    from ragcanary.reports.table import render_diff
+def stored_diff(
+    loaded: LoadedConfig, suite: str, target: str, from_run: str | None, to_run: str | None
+) -> dict[str, Any]:
+    """`ragcanary diff` from the database."""
+    from ragcanary.reports.oncall import relevant_ids, run_diff
 
     store = _store(loaded)
     try:
-        diff = run_diff(store, suite, target, from_run, to_run, loaded.config.suites[suite].depth)
+        depth = loaded.config.suites[suite].depth
+        relevant = relevant_ids(loaded.suites[suite].cases)
+        return run_diff(store, suite, target, from_run, to_run, depth, relevant)
     finally:
         store.close()
+
+
+def print_diff(diff: Mapping[str, Any], console: Console, as_json: bool) -> None:
+    from ragcanary.reports.table import render_diff
+
     if as_json:
         console.print_json(data=diff, default=str)
     else:
         console.print(render_diff(diff))
 
 
-def show_history(
-    loaded: LoadedConfig,
-    suite: str,
-    case: str,
-    target: str | None,
-    since: str,
-    console: Console,
-    as_json: bool,
-) -> None:
-    """`ragcanary history`."""
+def stored_history(
+    loaded: LoadedConfig, suite: str, case: str, target: str | None, since: str
+) -> list[dict[str, Any]]:
+    """`ragcanary history` from the database."""
     from datetime import timedelta
 
-    from ragcanary.config.units import DURATION_HINT, parse_duration
     from ragcanary.reports.oncall import case_history
-    from ragcanary.reports.table import render_history
 
     cases = loaded.suites[suite].by_id
     if case not in cases:
         raise UsageError(f"--case {case}: no such case in suite {suite!r}")
-    try:
-        window = timedelta(seconds=parse_duration(since))
-    except ValueError as exc:
-        raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
+    window = timedelta(seconds=_since(since))
     store = _store(loaded)
     try:
-        rows = case_history(store, suite, cases[case], target, window)
+        return case_history(store, suite, cases[case], target, window)
     finally:
         store.close()
+
+
+def print_history(
+    suite: str, case: str, rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool
+) -> None:
+    from ragcanary.reports.table import render_history
+
     if as_json:
-        console.print_json(data=rows, default=str)
+        console.print_json(data=list(rows), default=str)
     else:
         console.print(render_history(suite, case, rows))
+
+
+def stored_runs(
+    loaded: LoadedConfig,
+    *,
+    suite: str | None,
+    target: str | None,
+    outcome: str | None,
+    since: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """`ragcanary runs` from the database."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime.now(UTC) - timedelta(seconds=_since(since))
+    store = _store(loaded)
+    try:
+        return store.list_runs(suite, target, limit, outcome, start)
+    finally:
+        store.close()
+
+
+def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
+    """`ragcanary export RUN --format trec`: file name -> text, the qrels second."""
+    from ragcanary.reports.trec import qrels_file, run_file
+
+    store = _store(loaded)
+    try:
+        report = store.get_report(run_id)
+    finally:
+        store.close()
+    if report is None:
+        raise UsageError(f"run {run_id}: no such run in storage; pick one from `ragcanary runs`")
+    suite = loaded.suites.get(str(report["suite"]))
+    if suite is None:
+        raise UsageError(
+            f"run {run_id} is of suite {report['suite']!r}, which the config no longer has; "
+            "its labels are needed for the qrels"
+        )
+    try:
+        return {
+            f"{run_id}.run": run_file(report),
+            f"{report['suite']}.qrels": qrels_file(suite.cases),
+        }
+    except ValueError as exc:
+        raise UsageError(f"cannot export run {run_id}: {exc}") from None
+
+
+def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
+    from ragcanary.reports.table import render_runs
+
+    if as_json:
+        console.print_json(data=list(rows), default=str)
+    else:
+        console.print(render_runs(rows) if rows else "no run in that window")
+
+
+def _since(since: str) -> float:
+    from ragcanary.config.units import DURATION_HINT, DurationOutOfRange, parse_duration_between
+
+    try:
+        return parse_duration_between(since, "since")
+    except DurationOutOfRange as exc:
+        raise UsageError(f"--since: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
 
 
 async def calibrate_noise(

@@ -51,8 +51,8 @@ def expand(data: Any, environ: Mapping[str, str]) -> Expansion:
             failures.append((at, f"{text!r} is not a variable reference", fix))
             return text
         if name not in environ:
-            fix = f"export {name} or remove the reference"
-            failures.append((at, f"${{{name}}} is used but not set in the environment", fix))
+            fix = f"set it in the environment (export {name}=...) or remove the reference"
+            failures.append((at, f"${{{name}}} is not set", fix))
             return text
         if environ[name]:
             values.add(environ[name])

@@ -1,18 +1,13 @@
-"""The configuration model (``ragcanary.yaml``) and loading it with precise, located errors."""
+"""The configuration model (``ragcanary.yaml``): settings, their validators and defaults."""
 
 from __future__ import annotations
 
-import datetime
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import jmespath
-import jmespath.exceptions
-from apscheduler.triggers.cron import CronTrigger
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -23,15 +18,20 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails
 
-from ragcanary.config.environment import EnvOverrides, expand
-from ragcanary.config.problems import explain, show, suggest
 from ragcanary.config.problems import fix_error as _fix
-from ragcanary.config.units import DURATION_HINT, RATE_HINT, parse_duration, parse_rate
-from ragcanary.config.yamlfile import Document, dotted, load_yaml, read_text
-from ragcanary.errors import ConfigError, Problem
-from ragcanary.redact import Redactor
-from ragcanary.suites.suite import Suite, load_suite
+from ragcanary.config.problems import show
+from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
+from ragcanary.config.units import (
+    DURATION_HINT,
+    MAX_DURATION_S,
+    RATE_HINT,
+    DurationOutOfRange,
+    format_duration,
+    parse_duration,
+    parse_rate,
+)
 
 
 def _quote(value: Any) -> str:
@@ -46,10 +46,28 @@ def _quote(value: Any) -> str:
 def _duration(value: Any) -> float:
     try:
         seconds = parse_duration(value)
+    except DurationOutOfRange:
+        seconds = math.inf  # reported below, with the longest allowed
     except ValueError:
         raise _fix(f"{_quote(value)} is not a duration", DURATION_HINT) from None
     if seconds <= 0:  # no timeout or interval of ours can be zero
         raise _fix(f"{value!r} is not a duration above 0", DURATION_HINT)
+    if seconds > MAX_DURATION_S:  # timedelta and datetime arithmetic would overflow
+        longest = format_duration(MAX_DURATION_S)
+        raise _fix(f"{_quote(value)} is longer than {longest}", f"write {longest} or less")
+    return seconds
+
+
+MIN_INTERVAL_S = 1.0  # DESIGN.md "Limits on what comes in": intervals are at least 1 s
+
+
+def _interval(value: Any) -> float:
+    seconds = _duration(value)
+    if seconds < MIN_INTERVAL_S:
+        raise _fix(
+            f"{_quote(value)} is shorter than {format_duration(MIN_INTERVAL_S)}",
+            "write an interval of at least 1s, like 30s or 5m",
+        )
     return seconds
 
 
@@ -62,13 +80,14 @@ def _rate(value: Any) -> float:
 
 
 Seconds = Annotated[float, BeforeValidator(_duration)]
+Interval = Annotated[float, BeforeValidator(_interval)]
 PerSecond = Annotated[float, BeforeValidator(_rate)]
 Floor = Annotated[float, Field(ge=0, le=1)]
 Floors = dict[Annotated[int, Field(gt=0)], Floor]  # k -> lowest acceptable value
 
 FLOOR_METRICS = ("hit_rate", "precision", "recall", "ndcg", "map")
-DEFAULT_EVERY = 300.0
-_URL_EXAMPLE = "http://127.0.0.1:8088/search"
+DEFAULT_EVERY = DEFAULT_EVERY_S
+URL_EXAMPLE = "http://127.0.0.1:8088/search"
 _LISTEN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
 _STORAGE = re.compile(r"sqlite(\+pysqlite)?://(/.*)?|postgresql\+psycopg://\S+")
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -95,6 +114,9 @@ class TargetConfig(_Strict):
     retries: int = Field(default=1, ge=0)
     max_response_bytes: int = Field(default=10_000_000, ge=1)
     verify_tls: bool = True
+    # same-origin: follow redirects only to the same scheme, host and port; any: also to other
+    # origins, with every configured header (secrets) dropped on the way.
+    follow_redirects: Literal["same-origin", "any"] = "same-origin"
 
     @field_validator("url")
     @classmethod
@@ -105,7 +127,7 @@ class TargetConfig(_Strict):
         except ValueError:
             valid = False
         if not valid:
-            raise _fix(f"{url!r} is not an http(s) URL", f"write a full URL like {_URL_EXAMPLE}")
+            raise _fix(f"{url!r} is not an http(s) URL", f"write a full URL like {URL_EXAMPLE}")
         return url
 
     @field_validator("method", mode="before")
@@ -150,7 +172,7 @@ class SuiteConfig(_Strict):
 
     cases: str
     targets: list[str] = Field(min_length=1)
-    every: Seconds | None = None  # every 5m when neither it nor cron is set
+    every: Interval | None = None  # every 5m when neither it nor cron is set
     cron: str | None = None
     k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10])
     depth: int = Field(default=10, ge=1, validate_default=True)
@@ -181,7 +203,7 @@ class SuiteConfig(_Strict):
         if info.data.get("every") is not None:
             raise _fix("every and cron are both set", "keep only one of them")
         try:
-            CronTrigger.from_crontab(cron, timezone=datetime.UTC)
+            build_trigger(None, cron)  # the very trigger serve schedules
         except ValueError as exc:
             raise _fix(
                 f"{cron!r} is not a cron expression ({exc})",
@@ -197,7 +219,9 @@ class SuiteConfig(_Strict):
         for index, value in enumerate(k):
             if value < 1:
                 raise _fix(f"{value} is not a cut-off", "use whole numbers of 1 or more", index)
-        return sorted(set(k))  # reports list cut-offs in order, each once
+        # Each once; a cut-off written twice is reported by the loader (_check_suites), which
+        # keeps this check from hiding the floors' and depth's own checks against k.
+        return sorted(set(k))
 
     @field_validator("depth")
     @classmethod
@@ -216,15 +240,21 @@ class SuiteConfig(_Strict):
         k = info.data.get("k")
         if not k:
             return thresholds
-        for metric in FLOOR_METRICS:
-            for cutoff in getattr(thresholds, metric):
-                if cutoff not in k:
-                    raise _fix(
-                        f"{metric}@{cutoff} is never computed: {cutoff} is not in k",
-                        f"add {cutoff} to k, or use one of {', '.join(map(str, k))}",
-                        metric,
-                        cutoff,
-                    )
+        errors = [
+            InitErrorDetails(
+                type=_fix(
+                    f"{metric}@{cutoff} is never computed: {cutoff} is not in k",
+                    f"add {cutoff} to k, or use one of {', '.join(map(str, k))}",
+                ),
+                loc=(metric, cutoff),
+                input=floor,
+            )
+            for metric in FLOOR_METRICS
+            for cutoff, floor in getattr(thresholds, metric).items()
+            if cutoff not in k
+        ]
+        if errors:  # every one of them, not only the first
+            raise ValidationError.from_exception_data("Thresholds", errors)
         return thresholds
 
 
@@ -277,17 +307,17 @@ class Config(_Strict):
         return level.lower()
 
 
-def _mentions_query(template: Any) -> bool:
+def mentions_query(template: Any) -> bool:
     if isinstance(template, str):
         return "{query}" in template
     if isinstance(template, Mapping):
-        return any(_mentions_query(v) for v in template.values())
+        return any(mentions_query(v) for v in template.values())
     if isinstance(template, list):
-        return any(_mentions_query(v) for v in template)
+        return any(mentions_query(v) for v in template)
     return False
 
 
-def _password(url: str) -> str | None:
+def password_of(url: str) -> str | None:
     try:
         return urlsplit(url).password
     except ValueError:
@@ -295,176 +325,5 @@ def _password(url: str) -> str | None:
 
 
 def _hide_password(url: str) -> str:
-    password = _password(url)
+    password = password_of(url)
     return url.replace(f":{password}@", ":***@", 1) if password else url
-
-
-# Loading ------------------------------------------------------------------------------------
-
-CONFIG_FILE = "ragcanary.yaml"
-_EXAMPLES = {"url": _URL_EXAMPLE, "cases": "suites/core.yaml", "targets": "[docs-search]"}
-
-
-def config_path(option: Path | None, environ: Mapping[str, str]) -> Path:
-    """The config file: ``--config``, else ``$RAGCANARY_CONFIG``, else ``./ragcanary.yaml``."""
-    if option is not None:
-        return option
-    return Path(environ.get("RAGCANARY_CONFIG") or CONFIG_FILE)
-
-
-@dataclass(frozen=True)
-class LoadedConfig:
-    """A valid config with its suites loaded, and the values that logs and the API must hide."""
-
-    config: Config
-    path: Path  # the config file
-    suites: dict[str, Suite]  # suite name -> its cases; suite files resolve beside the config
-    secrets: frozenset[str]  # every ${VAR} value, header value, admin token and URL password
-
-
-def load_config(path: Path, environ: Mapping[str, str]) -> LoadedConfig:
-    """Read and validate the config at ``path`` and load every suite file it names.
-
-    ``${VAR}`` in string values is expanded from ``environ`` after parsing, and
-    ``RAGCANARY_*`` variables override top-level settings. Raises ``ConfigError``
-    listing every problem in the config and in its suite files.
-    """
-    file = str(path)
-    text = read_text(path, file, "create it, or pass --config FILE or set RAGCANARY_CONFIG")
-    raw, lines = load_yaml(text, file)
-    if raw is None:
-        raw = {}  # every setting has a default
-    if not isinstance(raw, dict):
-        fix = "start it with keys like storage:, targets: and suites:"
-        raise ConfigError([Problem(file, "", "the config is not a mapping of settings", fix, 1)])
-    expansion = expand(raw, environ)
-    overrides = EnvOverrides.read(environ)
-    data = {**expansion.data, **overrides}
-    doc = Document(file, data, lines)
-
-    secrets = _secrets(data, expansion.values)
-    redact = Redactor(secrets)
-    problems = [doc.problem(where, message, fix) for where, message, fix in expansion.failures]
-    config = None
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        for error in exc.errors():
-            where, message, fix = explain(error, data, Config, _EXAMPLES, hide=redact)
-            # A value whose ${VAR} failed is reported already; its leftover text would add noise.
-            if any(where[: len(failed)] == failed for failed, _, _ in expansion.failures):
-                continue
-            if len(where) == 1 and where[0] in overrides:
-                source = f"environment variable {EnvOverrides.variable(str(where[0]))}"
-                problems.append(Problem(source, dotted(where), message, fix))
-            else:
-                problems.append(doc.problem(where, message, fix))
-    suites, suite_problems = _load_suites(doc, path.parent)
-    problems += _check_targets(doc) + [p for p in suite_problems if p.file == file]
-    problems.sort(key=lambda p: (p.line is None, p.line or 0))  # the file's own, top to bottom
-    problems += [p for p in suite_problems if p.file != file]
-    problems = [
-        replace(
-            p,
-            file=redact(p.file),
-            path=redact(p.path),
-            message=redact(p.message),
-            fix=redact(p.fix),
-        )
-        for p in problems
-    ]
-    if problems or config is None:
-        raise ConfigError(problems)
-    return LoadedConfig(config, path, suites, secrets)
-
-
-def _check_targets(doc: Document) -> list[Problem]:
-    """What a target's fields cannot say alone: the query is sent, the response paths parse.
-
-    Checked here rather than on ``TargetConfig`` so that code building a target
-    directly (tests, adapters) is not held to the shape of a config file.
-    """
-    targets = doc.data.get("targets")
-    problems: list[Problem] = []
-    for name, target in targets.items() if isinstance(targets, dict) else ():
-        if not isinstance(target, dict):
-            continue
-        if not _mentions_query(target.get("body")) and not _mentions_query(target.get("params")):
-            problems.append(
-                doc.problem(
-                    ("targets", name),
-                    "neither body nor params mentions {query}, so the query is never sent",
-                    'add body: {q: "{query}"} (POST) or params: {q: "{query}"} (GET)',
-                )
-            )
-        for field in ("results", "id", "score"):
-            expression = target.get(field)
-            if not isinstance(expression, str):
-                continue
-            try:
-                jmespath.compile(expression)
-            except jmespath.exceptions.JMESPathError:
-                problems.append(
-                    doc.problem(
-                        ("targets", name, field),
-                        f"{expression!r} is not a JMESPath expression",
-                        "write a path like hits, data.matches or metadata.doc_id",
-                    )
-                )
-    return problems
-
-
-def _load_suites(doc: Document, base: Path) -> tuple[dict[str, Suite], list[Problem]]:
-    """Each suite's cases, and problems with its target names and suite file."""
-    raw_suites, raw_targets = doc.data.get("suites"), doc.data.get("targets")
-    if not isinstance(raw_suites, dict):
-        return {}, []
-    names = [str(name) for name in raw_targets] if isinstance(raw_targets, dict) else []
-    suites: dict[str, Suite] = {}
-    problems: list[Problem] = []
-    loaded: dict[Path, Suite | None] = {}  # a file shared by suites is loaded and reported once
-    for name, raw in raw_suites.items():
-        if not isinstance(raw, dict):
-            continue
-        targets = raw.get("targets")
-        for index, target in enumerate(targets if isinstance(targets, list) else []):
-            if isinstance(target, str) and target not in names:
-                fix = suggest(target, names, "define it under targets:")
-                where = ("suites", name, "targets", index)
-                problems.append(doc.problem(where, f"unknown target {target!r}", fix))
-        cases = raw.get("cases")
-        if not isinstance(cases, str) or not cases:
-            continue
-        file = base / cases
-        if file not in loaded:
-            loaded[file] = None
-            if not file.is_file():
-                fix = "correct the path (relative to the config file) or draft one with bootstrap"
-                message = f"suite file {str(file)!r} not found"
-                problems.append(doc.problem(("suites", name, "cases"), message, fix))
-                continue
-            try:
-                loaded[file] = load_suite(file, display_name=str(file))
-            except ConfigError as exc:
-                problems.extend(exc.problems)
-        suite = loaded[file]
-        if suite is not None:
-            suites[str(name)] = suite
-    return suites, problems
-
-
-def _secrets(data: Mapping[str, Any], expanded: frozenset[str]) -> frozenset[str]:
-    secrets = set(expanded)
-    targets = data.get("targets")
-    for target in targets.values() if isinstance(targets, dict) else ():
-        headers = target.get("headers") if isinstance(target, dict) else None
-        if isinstance(headers, dict):
-            secrets.update(v for v in headers.values() if isinstance(v, str))
-        if isinstance(target, dict) and isinstance(target.get("url"), str):
-            secrets.add(_password(target["url"]) or "")
-    if isinstance(data.get("admin_token"), str):
-        secrets.add(data["admin_token"])
-    if isinstance(data.get("storage"), str):
-        secrets.add(_password(data["storage"]) or "")
-    secrets.discard("")
-    return frozenset(secrets)

@@ -12,6 +12,13 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 DURATION_HINT = "write it like 500ms, 30s, 5m, 1h or 30d"
 RATE_HINT = "write it like 20/s, 600/m or 1000/h"
+# Ten years: the longest duration anything takes, so that now ± it is always a valid datetime
+# (timedelta and datetime overflow a little past 2.7 million days).
+MAX_DURATION_S = 3650 * 86400.0
+
+
+class DurationOutOfRange(ValueError):
+    """A duration that parses but lies outside what its setting allows."""
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -22,13 +29,22 @@ def parse_duration(text: str | float | int) -> float:
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(f"{text!r} is not a duration")
     if isinstance(text, int | float):
-        if not math.isfinite(text) or text < 0:
+        if (isinstance(text, float) and not math.isfinite(text)) or text < 0:
             raise ValueError(f"{text!r} is not a duration")
-        return float(text)
+        try:
+            return float(text)
+        except OverflowError:  # an int of hundreds of digits
+            raise DurationOutOfRange(f"{text!r} is longer than any duration can be") from None
     s = text.strip().replace(" ", "")
     # A value from ${VAR} expansion is always a string, so "30" must read like 30.
-    if _NUMBER.fullmatch(s):
-        return float(s)
+    total = float(s) if _NUMBER.fullmatch(s) else _sum_of_parts(s, text)
+    if not math.isfinite(total):  # "1e400" digits, or a thousand-digit count of weeks
+        raise DurationOutOfRange(f"{text!r} is longer than any duration can be")
+    return total
+
+
+def _sum_of_parts(s: str, text: str) -> float:
+    """The seconds of ``1h30m``-like ``s``; ``text`` is what the user wrote, for the error."""
     pos, total = 0, 0.0
     for match in _DURATION_PART.finditer(s):
         if match.start() != pos:
@@ -38,6 +54,34 @@ def parse_duration(text: str | float | int) -> float:
     if pos == 0 or pos != len(s):
         raise ValueError(f"{text!r} is not a duration")
     return total
+
+
+def parse_duration_between(
+    text: str | float | int, name: str, low: float = 1.0, high: float = MAX_DURATION_S
+) -> float:
+    """Seconds in ``text``, which must lie between ``low`` and ``high`` seconds.
+
+    Raises ``DurationOutOfRange`` like ``since must be between 1s and 3650d, not '999999d'``
+    when it is out of range, and ``ValueError`` when it is no duration at all.
+    """
+    try:
+        seconds = parse_duration(text)
+    except DurationOutOfRange:
+        seconds = math.inf
+    if not low <= seconds <= high:
+        allowed = f"between {format_duration(low)} and {format_duration(high)}"
+        shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
+        raise DurationOutOfRange(f"{name} must be {allowed}, not {shown}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest of ``3650d``, ``2h``, ``90s``, ``500ms`` that is exactly ``seconds``."""
+    for unit in ("w", "d", "h", "m", "s"):
+        count = seconds / _SECONDS[unit]
+        if count >= 1 and count == int(count):
+            return f"{int(count)}{unit}"
+    return f"{seconds * 1000:g}ms"
 
 
 def parse_rate(text: str | float | int) -> float:

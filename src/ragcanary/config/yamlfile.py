@@ -15,24 +15,34 @@ from ragcanary.errors import ConfigError, Problem
 NodePath = tuple[str | int, ...]
 LineMap = dict[NodePath, int]
 
+# DESIGN.md "Limits on what comes in": config and suite files are at most 10 MB each.
+MAX_FILE_BYTES = 10_000_000
+ALIAS_FIX = "write the value out; aliases are not allowed"
+_ALIASES_SHOWN = 10  # a file full of aliases is reported by its first few, not line by line
 
-def load_yaml(text: str, file: str) -> tuple[Any, LineMap]:
+
+def load_yaml(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, LineMap]:
     """Parse ``text`` like ``yaml.safe_load`` and map every key path to its 1-based line.
 
     A mapping key's path maps to the key's line, a sequence item's path to the item's
-    first line, ``()`` to the document's. Raises ``ConfigError`` for a syntax error or
-    for duplicated keys, each a ``Problem`` located in ``file``.
+    first line, ``()`` to the document's. Raises ``ConfigError`` for a syntax error, for
+    anchors and aliases (refused before anything is expanded) and for nesting too deep
+    to read, each a ``Problem`` located in ``file``. Duplicated keys are added to
+    ``problems`` when it is given, so the caller can report them beside its own;
+    otherwise they are raised too.
     """
     try:
         data, lines, duplicates = _load(text, file)
     except yaml.YAMLError as exc:
         raise ConfigError([_syntax_problem(exc, text, file)]) from exc
-    if duplicates:
-        raise ConfigError(duplicates)
-    return data, lines
+    except RecursionError as exc:
+        raise ConfigError([_too_deep(file)]) from exc
+    except _AliasesFound as exc:
+        raise ConfigError(exc.problems) from None
+    return data, _report(duplicates, problems, lines)
 
 
-def load_json(text: str, file: str) -> tuple[Any, LineMap]:
+def load_json(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, LineMap]:
     """Parse ``text`` as JSON and map every key path to its line, like ``load_yaml``.
 
     The values come from ``json`` itself: YAML 1.1 reads ``1e5`` as a string and does
@@ -44,21 +54,42 @@ def load_json(text: str, file: str) -> tuple[Any, LineMap]:
         raise ConfigError(
             [Problem(file, "", f"not valid JSON: {exc.msg}", _JSON_FIX, exc.lineno)]
         ) from exc
+    except RecursionError as exc:
+        raise ConfigError([_too_deep(file)]) from exc
     try:
         # Outside strings a tab is only whitespace in JSON, but YAML refuses it as indentation.
         _, lines, duplicates = _load(text.replace("\t", " "), file)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, _AliasesFound):
         return data, {}  # valid JSON that YAML cannot read: correct data, lines unknown
-    if duplicates:
+    lines = {tuple(_join_surrogates(part) for part in path): n for path, n in lines.items()}
+    return data, _report(duplicates, problems, lines)
+
+
+def _report(duplicates: list[Problem], problems: list[Problem] | None, lines: LineMap) -> LineMap:
+    """Hand duplicate keys to the caller's ``problems``, or raise them when it has none."""
+    if duplicates and problems is None:
         raise ConfigError(duplicates)
-    return data, {tuple(_join_surrogates(part) for part in path): n for path, n in lines.items()}
+    if problems is not None:
+        problems.extend(duplicates)
+    return lines
 
 
-def read_text(path: Path, file: str, missing_fix: str) -> str:
-    """The text of ``path``; a missing, unreadable or non-UTF-8 file is a ``ConfigError``."""
+def read_text(path: Path, file: str, missing_fix: str, limit: int = MAX_FILE_BYTES) -> str:
+    """The text of ``path``; a missing, unreadable, non-UTF-8 or too big file is a ``ConfigError``.
+
+    The size is checked before reading, and no more than ``limit + 1`` bytes are ever read:
+    a huge file (or one that grows, or a device) costs neither time nor memory to refuse.
+    """
     try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ConfigError([_too_big(file, f"is {size / 1e6:.1f} MB", limit)])
+        with path.open("rb") as handle:
+            raw = handle.read(limit + 1)
+        if len(raw) > limit:  # it grew since, or it is a device or a pipe
+            raise ConfigError([_too_big(file, f"has more than {limit / 1e6:g} MB", limit)])
         # Not encoding="utf-8-sig": it decodes a lone b"\xef" (a cut-off BOM) as "".
-        return path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8")
+        return raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except FileNotFoundError as exc:
         raise ConfigError([Problem(file, "", "file not found", missing_fix)]) from exc
     except IsADirectoryError as exc:
@@ -73,6 +104,21 @@ def read_text(path: Path, file: str, missing_fix: str) -> str:
         raise ConfigError(
             [Problem(file, "", f"cannot be read ({exc.strerror})", "check its permissions")]
         ) from exc
+
+
+def _too_big(file: str, size: str, limit: int) -> Problem:
+    return Problem(
+        file,
+        "",
+        f"the file {size}; config and suite files may have at most {limit / 1e6:g} MB",
+        "keep it under that; split a large suite into several suite files",
+    )
+
+
+def _too_deep(file: str) -> Problem:
+    return Problem(
+        file, "", "is nested too deeply to read", "flatten it; no setting nests that deep"
+    )
 
 
 def line_of(lines: LineMap, path: NodePath) -> int | None:
@@ -136,15 +182,46 @@ def _join_surrogates(part: str | int) -> str | int:
     return part
 
 
+class _AliasesFound(Exception):
+    """Anchors or aliases in a document: refused before anything could expand them."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+
+
+# libyaml's parser where PyYAML was built with it: on a 10 MB file it takes seconds where
+# the pure-Python one takes a minute. Its error messages are terser, so a file it refuses
+# is parsed again by PyYAML for the message (and the line) users read.
+_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
-    """Data, line map and duplicate-key problems; raises ``yaml.YAMLError`` on bad syntax."""
-    loader = yaml.SafeLoader(text)
+    """Data, line map and duplicate-key problems; raises ``yaml.YAMLError`` on bad syntax.
+
+    Raises ``_AliasesFound`` for a document with anchors or aliases, found from the event
+    stream before a single node is built: an expansion bomb never gets to expand.
+    """
+    try:
+        return _load_with(_FAST_LOADER, text, file)
+    except yaml.YAMLError as exc:
+        if _FAST_LOADER is yaml.SafeLoader:
+            raise
+        if "maximum nesting depth" in str(exc):
+            # PyYAML would take minutes over the same brackets (its scanner is quadratic in
+            # the depth of flow collections) only to fail on them too.
+            raise RecursionError(str(exc)) from exc
+        return _load_with(yaml.SafeLoader, text, file)
+
+
+def _load_with(loader_class: Any, text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
+    _refuse_aliases(loader_class, text, file)
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, {}, []
-        # Duplicates are looked for before construction, which flattens merges (``<<``)
-        # into pairs that legitimately repeat a key.
+        # Duplicates are looked for before construction, which would hide them.
         duplicates = _duplicate_keys(loader, node, file)
         data = loader.construct_document(node)
         lines: LineMap = {}
@@ -154,7 +231,37 @@ def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
         loader.dispose()
 
 
-def _key(loader: yaml.SafeLoader, node: yaml.Node) -> str | int | None:
+def _refuse_aliases(loader_class: Any, text: str, file: str) -> None:
+    """Raise ``_AliasesFound`` naming the first few anchors and aliases, counting the rest."""
+    shown: dict[tuple[int, str], None] = {}  # "*a, *a" on one line is one problem
+    count = 0
+    for event in yaml.parse(text, Loader=loader_class):
+        anchor = getattr(event, "anchor", None)
+        if anchor is None:
+            continue
+        count += 1
+        if len(shown) < _ALIASES_SHOWN:
+            kind = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            line = event.start_mark.line + 1 if event.start_mark is not None else 1
+            shown[(line, f"{kind}{anchor}")] = None
+    if count:
+        raise _AliasesFound(_alias_problems(list(shown), count, file))
+
+
+def _alias_problems(found: list[tuple[int, str]], count: int, file: str) -> list[Problem]:
+    """One problem per anchor or alias noted, the last one counting those not shown."""
+    problems = [
+        Problem(file, "", f"YAML {what} is not allowed", ALIAS_FIX, line) for line, what in found
+    ]
+    more = count - len(found)
+    if more > 0 and len(found) == _ALIASES_SHOWN:
+        last = problems[-1]
+        message = f"{last.message} (and {more} more anchors or aliases)"
+        problems[-1] = Problem(file, "", message, ALIAS_FIX, last.line)
+    return problems
+
+
+def _key(loader: Any, node: yaml.Node) -> str | int | None:
     """A mapping key as a path element; None for keys a config never uses (lists, floats...)."""
     if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:merge":
         return None
@@ -164,23 +271,25 @@ def _key(loader: yaml.SafeLoader, node: yaml.Node) -> str | int | None:
     return key
 
 
-def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list[Problem]:
+def _duplicate_keys(loader: Any, root: yaml.Node, file: str) -> list[Problem]:
+    """Every key written twice in one mapping, at the second one's line and dotted path."""
     problems: list[Problem] = []
-    stack = [root]
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
     visited: set[int] = set()
     while stack:
-        node = stack.pop()
+        node, path = stack.pop()
         if id(node) in visited:
             continue
         visited.add(id(node))
         if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(node.value))
         if not isinstance(node, yaml.MappingNode):
             continue
         first_line: dict[str | int, int] = {}
         for key_node, value_node in node.value:
-            stack.append(value_node)
             key = _key(loader, key_node)
+            below = f"{path}.{key}" if path else str(key)
+            stack.append((value_node, below))
             line = key_node.start_mark.line + 1
             if key is None:
                 continue
@@ -188,7 +297,7 @@ def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list
                 problems.append(
                     Problem(
                         file,
-                        "",
+                        below,
                         f"key {key!r} appears twice (lines {first_line[key]} and {line})",
                         "keep only one; otherwise the last one silently wins",
                         line,
@@ -200,11 +309,11 @@ def _duplicate_keys(loader: yaml.SafeLoader, root: yaml.Node, file: str) -> list
 
 
 def _record_lines(
-    loader: yaml.SafeLoader, node: yaml.Node, path: NodePath, lines: LineMap, visited: set[int]
+    loader: Any, node: yaml.Node, path: NodePath, lines: LineMap, visited: set[int]
 ) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
-    # An aliased node is walked once and located where its anchor is: PyYAML keeps no
-    # line for the alias. This also stops recursive and exponentially nested aliases.
+    # Documents with aliases are refused before this; the guard stays so that no shared
+    # node could ever be walked twice (or forever, were one recursive).
     if id(node) in visited:
         return
     visited.add(id(node))

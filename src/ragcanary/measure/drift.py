@@ -25,6 +25,8 @@ class Drift:
     score_drift: float | None  # mean |score delta| of (case, id) pairs present in both
     score_drifted_ratio: float | None  # share of those pairs with |delta| above the threshold
     top_score_delta: float | None  # mean top-1 score delta
+    # Mean signed score delta of those pairs: which way the scores moved (drift hides the sign).
+    score_shift: float | None = None
     # Spread of the score deltas of pairs in both runs around their median: the target's score
     # jitter, which a shift that moves every score alike leaves alone.
     score_noise: float | None = None
@@ -33,10 +35,11 @@ class Drift:
         """Score gap under which two results count as tied: NOISE_SPREADS times the noise.
 
         Never above twice ``score_drift``: two results whose scores each moved by less than
-        that (noise, by the suite's own threshold) can only have swapped from that close, and
-        a run whose scores all moved far (a new model) must not pass reorderings off as noise.
+        that (noise, by the suite's own threshold) can only have swapped from that close.
+        0 once the spread itself exceeds ``score_drift``: the scores drifted (a re-embedded or
+        noisy index, a new model), and a reordering is then a change, never noise.
         """
-        if self.score_noise is None:
+        if self.score_noise is None or self.score_noise > score_drift + 1e-12:
             return 0.0
         return min(2 * score_drift, NOISE_SPREADS * self.score_noise)
 
@@ -67,6 +70,7 @@ def compare_runs(
         ),
         top_score_delta=fmean(top_deltas) if top_deltas else None,
         score_noise=_spread(signed) if signed else None,
+        score_shift=fmean(signed) if signed else None,
     )
 
 

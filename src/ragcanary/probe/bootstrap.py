@@ -23,22 +23,22 @@ _NOT_SLUG = re.compile(r"[^a-z0-9]+")
 def read_queries(path: Path) -> list[str]:
     """The queries in ``path``: one a line, or in ``.jsonl`` a ``query`` or ``text`` field a line.
 
-    Blank lines are skipped. Raises ``UsageError`` if the file cannot be read or holds no
-    query, and ``ConfigError`` naming every bad ``.jsonl`` line.
+    Blank lines of a text file come back as ``""`` so that ``draft_suite`` counts them among
+    the skipped; in ``.jsonl`` they are no record. Raises ``UsageError`` if the file cannot be
+    read or holds no query, and ``ConfigError`` naming every bad ``.jsonl`` line.
     """
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read queries from {path}: {exc}") from exc
     lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]
-    lines = [(number, line) for number, line in lines if line]
     if path.suffix.lower() == ".jsonl":
-        queries, problems = _jsonl_queries(str(path), lines)
+        queries, problems = _jsonl_queries(str(path), [(n, line) for n, line in lines if line])
         if problems:
             raise ConfigError(problems)
     else:
         queries = [line for _, line in lines]
-    if not queries:
+    if not any(queries):
         raise UsageError(f"{path} holds no queries; write one query per line")
     return queries
 

@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 import httpx
 
-from ragcanary.config.model import LoadedConfig
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.probe.runner import TargetGate, run_suite
 from ragcanary.probe.target import HttpTarget
 from ragcanary.redact import Redactor
+from ragcanary.suites.loaded import LoadedConfig
 
 
 async def run_cycle(

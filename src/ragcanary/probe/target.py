@@ -31,6 +31,8 @@ from ragcanary.redact import Redactor
 
 BACKOFF_BASE_S = 0.2
 MAX_RETRY_DELAY_S = 30.0  # a Retry-After of an hour must not stall a canary cycle
+MAX_REDIRECTS = 5
+MAX_ID_LENGTH = 512  # longer ids are no document ids, and would bloat every stored run
 _RETRIED: frozenset[Outcome] = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
 _PLACEHOLDER = re.compile(r"\{(query|k)\}")
 _SECONDS = re.compile(r"\d+(\.\d+)?")
@@ -113,10 +115,14 @@ def target_problems(name: str, config: TargetConfig, file: str) -> list[Problem]
 
 
 def make_client(config: TargetConfig) -> httpx.AsyncClient:
-    """The production client for one target: its TLS setting, redirects followed, our User-Agent."""
+    """The production client for one target: its TLS setting and our User-Agent.
+
+    It follows no redirect itself: ``HttpTarget`` does, so that it decides which origin may
+    receive the configured headers.
+    """
     return httpx.AsyncClient(
         verify=config.verify_tls,
-        follow_redirects=True,
+        follow_redirects=False,
         timeout=config.timeout,
         headers={"User-Agent": f"ragcanary/{__version__}"},
     )
@@ -230,7 +236,7 @@ class HttpTarget:
             # The deadline covers the whole exchange: httpx's timeouts are per read, so a
             # body that drips one byte a second would otherwise never time out.
             async with asyncio.timeout(timeout):
-                response = await self._client.send(self._request(query, k), stream=True)
+                response = await self._send(self._request(query, k))
                 received = True
                 try:
                     await self._check_status(response)
@@ -252,6 +258,32 @@ class HttpTarget:
             outcome: Outcome = "bad_response" if received else "connect_error"
             raise _Failed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
         return self._parse(body, k)
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``, following redirects within its origin (or anywhere, headers dropped).
+
+        httpx alone would forward every header but ``Authorization`` to another host.
+        """
+        origin = _origin(request.url)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await self._client.send(request, stream=True)
+            following = response.next_request
+            if following is None:
+                return response
+            await response.aclose()
+            if _origin(following.url) != origin:
+                if self._config.follow_redirects != "any":
+                    where = self._redact(str(following.url.copy_with(query=None)))[:200]
+                    raise _Failed(
+                        "bad_response",
+                        f"redirect to another origin ({where}) refused; set "
+                        "follow_redirects: any on the target to allow it",
+                    )
+                for name in self._config.headers:
+                    following.headers.pop(name, None)
+                origin = _origin(following.url)
+            request = following
+        raise _Failed("bad_response", f"more than {MAX_REDIRECTS} redirects")
 
     def _request(self, query: str, k: int) -> httpx.Request:
         config = self._config
@@ -324,8 +356,17 @@ class HttpTarget:
                 f"{where}: id at {self._config.id!r} is {_show(raw_id, hide)}, "
                 "not a string or integer",
             )
+        doc_id = str(raw_id)
+        if len(doc_id) > MAX_ID_LENGTH:
+            raise _Failed(
+                "bad_response",
+                f"{where}: id at {self._config.id!r} has {len(doc_id)} characters; "
+                f"ids may have at most {MAX_ID_LENGTH}",
+            )
+        # A secret the target echoes back must not be stored or exported with the id.
+        doc_id = hide(doc_id)
         if self._score is None:
-            return str(raw_id), None
+            return doc_id, None
         path = self._config.score
         score = self._score(hit)
         if score is None:
@@ -341,7 +382,13 @@ class HttpTarget:
             raise _Failed(
                 "bad_response", f"{where}: score at {path!r} is {score}, not a finite number"
             )
-        return str(raw_id), float(score)
+        return doc_id, float(score)
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the default one filled in), as browsers compare origins."""
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
 
 
 def _secret_values(config: TargetConfig) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ragcanary.measure.comparison import compare_lists
@@ -63,32 +63,55 @@ def _severity(case: Mapping[str, Any]) -> tuple[float, float, str]:
     return (worst, case["rbo"], case["id"])
 
 
+def run_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What a diff shows of each run: when, its verdict and why, and how much was answered."""
+    counts = report.get("counts") or {}
+    outcomes = counts.get("outcomes") or {}
+    return {
+        "run_id": report.get("run_id"),
+        "started_at": report.get("started_at"),
+        "outcome": report.get("outcome"),
+        "coverage": report.get("coverage"),
+        "reasons": [f.get("message") for f in report.get("failures") or []],
+        "unanswered": {o: n for o, n in outcomes.items() if o not in ("ok", "empty") and n},
+    }
+
+
+def _mark(entries: Any, relevant: Collection[str]) -> None:
+    for entry in entries:
+        entry["relevant"] = entry["id"] in relevant
+
+
 def diff_reports(
-    before: Mapping[str, Any], after: Mapping[str, Any], k: int | None = None
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    k: int | None = None,
+    relevant: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, Any]:
     """Everything that changed from run ``before`` to run ``after``, worst cases first.
 
     ``k`` bounds the entered/left comparison (default: the longest list either run returned).
-    Cases present in only one run are listed by id under ``added``/``removed``.
+    Cases present in only one run are listed by id under ``added``/``removed``. ``relevant``
+    (case id -> its relevant ids) marks each id that entered or left with ``relevant``.
     """
     old = {c["id"]: c for c in before.get("cases") or []}
     new = {c["id"]: c for c in after.get("cases") or []}
     depth = k or max([len(c.get("ids") or []) for c in (*old.values(), *new.values())], default=1)
-    cases = [diff_case(old[i], new[i], max(depth, 1)) for i in new if i in old]
+    # An unanswered run has no lists to compare: every id would look as if it left.
+    outage = after.get("outcome") == "unavailable"
+    cases = [] if outage else [diff_case(old[i], new[i], max(depth, 1)) for i in new if i in old]
     changed = sorted((c for c in cases if _changed(c)), key=_severity)
+    if relevant is not None:
+        for case in changed:
+            ids = relevant.get(case["id"], ())
+            _mark(case["entered"], ids)
+            _mark(case["left"], ids)
     return {
         "suite": after.get("suite"),
         "target": after.get("target"),
-        "from": {
-            "run_id": before.get("run_id"),
-            "started_at": before.get("started_at"),
-            "outcome": before.get("outcome"),
-        },
-        "to": {
-            "run_id": after.get("run_id"),
-            "started_at": after.get("started_at"),
-            "outcome": after.get("outcome"),
-        },
+        "from": run_summary(before),
+        "to": run_summary(after),
+        "outage": outage,
         "metrics": _changes(before.get("metrics") or {}, after.get("metrics") or {}),
         "cases": changed,
         "unchanged": len(cases) - len(changed),

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from ragcanary.errors import UsageError
-from ragcanary.reports.diff import diff_reports
+from ragcanary.reports.diff import diff_reports, run_summary
 from ragcanary.store.storage import Store
 from ragcanary.suites.suite import Case
 
 
-def _report(store: Store, run_id: str) -> dict[str, Any]:
+class ForeignRun(UsageError):
+    """A run named for a diff belongs to another suite or target (API: 400)."""
+
+
+def _report(store: Store, run_id: str, suite: str, target: str) -> dict[str, Any]:
     report = store.get_report(run_id)
     if report is None:
         raise UsageError(
-            f"run {run_id}: no such run in storage; pick one from `ragcanary history` "
+            f"run {run_id}: no such run in storage; pick one from `ragcanary runs` "
             "or GET /api/v1/runs"
+        )
+    if (report.get("suite"), report.get("target")) != (suite, target):
+        raise ForeignRun(
+            f"run {run_id} is of suite {report.get('suite')!r} on target "
+            f"{report.get('target')!r}, not of suite {suite!r} on target {target!r}; pick one "
+            f"from `ragcanary runs --suite {suite} --target {target}`"
         )
     return report
 
@@ -28,12 +39,26 @@ def run_diff(
     from_run: str | None = None,
     to_run: str | None = None,
     k: int | None = None,
+    relevant: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, Any]:
-    """Diff two stored runs; by default the pinned baseline (else the previous run) to the last."""
+    """Diff two stored runs; by default the pinned baseline (else the previous run) to the last.
+
+    By default the last answered run is diffed; when the newest run of all was an outage, the
+    diff says so under ``newest_outage`` rather than looking all clear.
+    """
+    newest_outage = None
     if to_run is None:
+        newest = store.latest_run(suite, target, exclude_unavailable=False)
+        if newest is None:
+            raise UsageError(f"no run of suite {suite!r} on target {target!r} stored yet")
+        if newest["outcome"] == "unavailable":
+            newest_outage = run_summary(_report(store, newest["run_id"], suite, target))
         latest = store.latest_run(suite, target, exclude_unavailable=True)
         if latest is None:
-            raise UsageError(f"no answered run of suite {suite!r} on target {target!r} stored yet")
+            raise UsageError(
+                f"no answered run of suite {suite!r} on target {target!r} stored yet; the "
+                f"newest, {newest['run_id']}, was unavailable (the target did not answer)"
+            )
         to_run = latest["run_id"]
     if from_run is None:
         from_run = store.get_baseline(suite, target)
@@ -45,7 +70,15 @@ def run_diff(
                     f"nothing to diff {to_run} against: no baseline pinned and no earlier run"
                 )
             from_run = answered[0]["run_id"]
-    return diff_reports(_report(store, from_run), _report(store, to_run), k)
+    before = _report(store, from_run, suite, target)
+    diff = diff_reports(before, _report(store, to_run, suite, target), k, relevant)
+    diff["newest_outage"] = newest_outage
+    return diff
+
+
+def relevant_ids(cases: Sequence[Case]) -> dict[str, set[str]]:
+    """Case id -> the ids judged relevant (grade above 0), to mark them in a diff."""
+    return {c.id: {doc for doc, g in (c.relevant or {}).items() if g > 0} for c in cases}
 
 
 def case_history(

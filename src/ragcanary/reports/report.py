@@ -40,6 +40,23 @@ def unanswered(report: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
+def failure_kinds(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Unanswered queries by outcome: how many, and the first error of each kind (in suite order).
+
+    Sixteen near-identical errors are one entry with a count, not sixteen lines.
+    """
+    kinds: dict[str, dict[str, Any]] = {}
+    for case in report.get("cases") or ():
+        outcome = case.get("outcome")
+        if not case.get("error") or outcome in ANSWERED:
+            continue
+        entry = kinds.setdefault(str(outcome), {"count": 0, "first": case["error"], "case": None})
+        if entry["case"] is None:
+            entry["case"] = case.get("id")
+        entry["count"] += 1
+    return kinds
+
+
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
     """The report dict of one evaluated run, exactly the contract's keys plus a few additions."""
     run, scores, verdict, drift = (
@@ -60,6 +77,7 @@ def to_report(evaluation: Evaluation) -> dict[str, Any]:
             "rank_overlap": _num(drift.rank_overlap) if drift else None,
             "score_drift": _num(drift.score_drift) if drift else None,
             "score_drifted_ratio": _num(drift.score_drifted_ratio) if drift else None,
+            "score_shift": _num(drift.score_shift) if drift else None,
             "top_score_delta": _num(drift.top_score_delta) if drift else None,
         }
     outcomes = Counter(r.answer.outcome for r in run.results)
@@ -127,10 +145,15 @@ def _case_entry(result: CaseResult, evaluation: Evaluation) -> dict[str, Any]:
     return entry
 
 
-def dump_reports(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Write one report as the contract's object, several as a JSON array of them."""
+def dump_text(reports: Sequence[Mapping[str, Any]]) -> str:
+    """One report as the contract's object, several as a JSON array of them."""
     data: Any = reports[0] if len(reports) == 1 else list(reports)
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_reports(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Write ``dump_text(reports)`` to ``path``."""
+    path.write_text(dump_text(reports), encoding="utf-8")
 
 
 def load_reports(path: Path) -> list[dict[str, Any]]:

@@ -96,6 +96,9 @@ def summary_line(report: Mapping[str, Any]) -> Text:
             f" · vs {baseline['run_id'][:12]}: rank overlap {_fmt(baseline['rank_overlap'])}, "
             f"score drift {_fmt(baseline['score_drift'])}"
         )
+        shift = baseline.get("score_shift")
+        if shift is not None:
+            text.append(f" (shift {_fmt(shift, signed=True)})")
     return text
 
 
@@ -121,12 +124,33 @@ def _failure_lines(failures: Sequence[Mapping[str, Any]]) -> list[Text]:
 
 def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
     """`ragcanary diff`: what moved between two runs, worst cases first."""
-    head = Text.assemble(
-        (f"{diff['suite']} on {diff['target']}: ", "bold"),
-        f"{diff['from']['run_id'][:12]} ({diff['from']['started_at']}) → ",
-        f"{diff['to']['run_id'][:12]} ({diff['to']['started_at']})",
-    )
+    head = Text.assemble((f"{diff['suite']} on {diff['target']}", "bold"))
     parts: list[RenderableType] = [head]
+    outage = diff.get("newest_outage")
+    if outage:
+        parts.append(
+            Text(
+                f"OUTAGE: the newest run, {outage['run_id']} ({outage['started_at']}), was "
+                f"unavailable (coverage {_pct(outage.get('coverage'))}"
+                f"{_counts(outage.get('unanswered'))}): the target did not answer. Below: "
+                "the last answered run, which predates the outage.",
+                style="bold red",
+            )
+        )
+    for label in ("from", "to"):
+        parts.extend(_run_lines(label, diff[label]))
+    if diff.get("outage"):
+        to = diff["to"]
+        parts.append(
+            Text(
+                f"OUTAGE: the newer run was unavailable (coverage {_pct(to.get('coverage'))}"
+                f"{_counts(to.get('unanswered'))}): the target did not answer, so quality was "
+                "not measured. This is not all clear: see `ragcanary runs` for the last "
+                "answered run and diff --to it.",
+                style="bold red",
+            )
+        )
+        return Group(*parts)
     if diff["metrics"]:
         metrics = Table(title="aggregate changes", title_justify="left")
         for col in ("metric", "from", "to", "Δ"):
@@ -137,11 +161,12 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
                 name,
                 _fmt(change["from"]),
                 _fmt(change["to"]),
-                Text(_fmt(change["delta"], signed=True), style=style),
+                Text(points(change["delta"]), style=style),
             )
         parts.append(metrics)
     cases = Table(
-        title=f"changed cases ({len(diff['cases'])}, worst first; {diff['unchanged']} unchanged)",
+        title=f"changed cases ({len(diff['cases'])}, worst first; {diff['unchanged']} "
+        "unchanged; ★ relevant)",
         title_justify="left",
     )
     for col in ("case", "worst change", "left the top-k", "entered the top-k", "RBO", "top Δ"):
@@ -167,7 +192,33 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
 
 def _entry(entry: Mapping[str, Any]) -> str:
     score = f" {entry['score']:.3f}" if isinstance(entry.get("score"), float) else ""
-    return f"{entry['id']} (#{entry['rank']}{score})"
+    star = "★" if entry.get("relevant") else ""
+    return f"{star}{entry['id']} (#{entry['rank']}{score})"
+
+
+def _run_lines(label: str, run: Mapping[str, Any]) -> list[Text]:
+    """One run of a diff: its id (whole, as --from/--to take it), time, verdict and reasons."""
+    outcome = str(run.get("outcome"))
+    style = {"ok": "green", "regression": "red", "unavailable": "yellow"}.get(outcome, "")
+    lines = [
+        Text.assemble(
+            f"{label:>4}: {run.get('run_id')}  {run.get('started_at')}  ",
+            (outcome.upper(), f"bold {style}"),
+            f"  coverage {_pct(run.get('coverage'))}{_counts(run.get('unanswered'))}",
+        )
+    ]
+    lines += [Text(f"      ✗ {reason}", style="red") for reason in run.get("reasons") or []]
+    return lines
+
+
+def _pct(value: Any) -> str:
+    return f"{value:.0%}" if isinstance(value, int | float) else "-"
+
+
+def _counts(counts: Any) -> str:
+    if not counts:
+        return ""
+    return " (" + ", ".join(f"{o}={n}" for o, n in counts.items()) + ")"
 
 
 def render_history(suite: str, case: str, rows: Sequence[Mapping[str, Any]]) -> Table:
@@ -187,5 +238,30 @@ def render_history(suite: str, case: str, rows: Sequence[Mapping[str, Any]]) -> 
             row["top_id"] or "-",
             _fmt(row["top_score"]),
             *[f"#{r}" if r else Text("-", style="red") for r in ranks],
+        )
+    return table
+
+
+def points(delta: float | None) -> str:
+    """A change of a rate in percentage points: ``-5.6 pts``."""
+    return "-" if delta is None else f"{delta * 100:+.1f} pts"
+
+
+def render_runs(rows: Sequence[Mapping[str, Any]]) -> Table:
+    """`ragcanary runs`: newest first, each id whole (what diff --from/--to take); 80 columns."""
+    table = Table(box=None, pad_edge=False, title="runs, newest first", title_justify="left")
+    for col in ("run", "started (UTC)", "outcome", "cov", "MRR", "Δ MRR"):
+        table.add_column(col, no_wrap=col != "run", overflow="fold")
+    for row in rows:
+        metrics, deltas = row.get("metrics") or {}, row.get("deltas") or {}
+        outcome = str(row.get("outcome"))
+        style = {"ok": "green", "regression": "red", "unavailable": "yellow"}.get(outcome, "")
+        table.add_row(
+            str(row["run_id"]),
+            str(row.get("started_at"))[5:16].replace("T", " "),
+            Text(outcome, style=style),
+            f"{row['coverage']:.0%}" if isinstance(row.get("coverage"), float) else "-",
+            _fmt(metrics.get("mrr")),
+            points(deltas.get("mrr")),
         )
     return table

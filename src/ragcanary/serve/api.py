@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
-from typing import TYPE_CHECKING, Annotated, Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
@@ -12,13 +12,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 
 from ragcanary import __version__
-from ragcanary.config.units import parse_duration
+from ragcanary.config.units import DurationOutOfRange, parse_duration_between
 from ragcanary.errors import UsageError
-from ragcanary.reports.oncall import case_history, run_diff
+from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
+from ragcanary.serve.guard import Guard
 from ragcanary.store.storage import StorageError
 
 if TYPE_CHECKING:
-    from ragcanary.serve.daemon import Daemon
+    from ragcanary.serve.service import Service
 
 
 class BaselineRequest(BaseModel):
@@ -35,9 +36,14 @@ _ERRORS = {
     400: "the body is not JSON, or the new config is invalid (the old one keeps running)",
     401: "missing or wrong bearer token",
     403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
+    413: "the request body is over 1 MB",
     404: "no such run, case, or nothing stored yet to answer with",
     503: "storage is unreachable",
 }
+
+
+# /readyz answers within 2 s whatever storage does: a hung check answers 503 at this deadline.
+READY_DEADLINE_S = 1.5
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -45,19 +51,37 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorBody, "description": _ERRORS[code]} for code in codes}
 
 
+# A duration like 30s, 5m, 1h30m or 7d: other text is refused by the schema itself (422), a
+# duration outside 1s..3650d by the handler (400).
+SinceQuery = Annotated[str | None, Query(pattern=r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$")]
+
+
+def _window(since: str) -> float:
+    """Seconds of a ``since`` query parameter: 400 out of range, 422 not a duration."""
+    try:
+        return parse_duration_between(since, "since")
+    except DurationOutOfRange as exc:
+        raise HTTPException(400, str(exc)) from None
+    except ValueError as exc:
+        raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
+
+
 def _storage_down(exc: StorageError) -> HTTPException:
     return HTTPException(503, f"storage unreachable: {exc}")
 
 
-def create_app(daemon: Daemon) -> FastAPI:
-    """The FastAPI app bound to one running daemon."""
+def create_app(daemon: Service) -> FastAPI:
+    """The FastAPI app bound to one running daemon, through the narrow ``Service`` protocol."""
     app = FastAPI(title="ragcanary", version=__version__)
+    app.add_middleware(Guard, admin_token=lambda: daemon.loaded.config.admin_token)
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except StorageError as exc:
             raise _storage_down(exc) from None
+        except ForeignRun as exc:
+            raise HTTPException(400, str(exc)) from None
         except UsageError as exc:
             raise HTTPException(404, str(exc)) from None
 
@@ -72,37 +96,41 @@ def create_app(daemon: Daemon) -> FastAPI:
 
     @app.get("/readyz", responses={503: {"description": "not ready; reason says why"}})
     async def readyz() -> JSONResponse:
-        try:
-            await asyncio.to_thread(daemon.store.ping)
-            storage_ok, reason = True, None
-        except StorageError as exc:
-            storage_ok, reason = False, str(exc)
-        # Reachable is not ready while the tables are missing (a daemon started during an
-        # outage): create them now, or the API would fail on the first read after a 200.
-        if storage_ok and not await daemon.keeper.ensure_schema():
-            storage_ok, reason = False, "storage reachable, but its tables could not be created"
-        body = {"ready": storage_ok, "config": True, "storage": storage_ok, "reason": reason}
+        # Ready means runs can be stored: a write must commit, not only a read. A read-only
+        # file or a database in recovery answers reads and refuses every run.
+        reason = await daemon.keeper.writable(READY_DEADLINE_S)
+        storage_ok = reason is None
+        body = {
+            "ready": storage_ok,
+            "config": True,
+            "storage": storage_ok,
+            "reason": reason,
+            "buffered_runs": daemon.keeper.pending,
+        }
         return JSONResponse(body, status_code=200 if storage_ok else 503)
 
-    @app.post("/-/reload", responses=_errors(400))
+    @app.post("/-/reload", responses=_errors(400, 401, 403, 413))
     async def reload() -> JSONResponse:
-        ok = await daemon.reload()
-        body: dict[str, Any] = {"reloaded": ok}
-        if not ok:
-            body["reason"] = "the new config is invalid; see the logs; the old one keeps running"
-        return JSONResponse(body, status_code=200 if ok else 400)
+        result = await daemon.reload()
+        return JSONResponse(result.body(), status_code=result.status)
 
     @app.get("/api/v1/jobs")
     async def jobs() -> dict[str, Any]:
         return {"jobs": daemon.next_runs()}
 
-    @app.get("/api/v1/runs", responses=_errors(503))
+    @app.get("/api/v1/runs", responses=_errors(400, 503))
     async def runs(
         suite: str | None = None,
         target: str | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        outcome: Literal["ok", "regression", "unavailable"] | None = None,
+        since: SinceQuery = None,
     ) -> dict[str, Any]:
-        return {"runs": await storage(daemon.store.list_runs, suite, target, limit)}
+        start = None
+        if since is not None:
+            start = datetime.now(UTC) - timedelta(seconds=_window(since))
+        found = await storage(daemon.store.list_runs, suite, target, limit, outcome, start)
+        return {"runs": found}
 
     @app.get("/api/v1/runs/{run_id}", responses=_errors(404, 503))
     async def run(run_id: str) -> dict[str, Any]:
@@ -111,7 +139,7 @@ def create_app(daemon: Daemon) -> FastAPI:
             raise HTTPException(404, f"no run {run_id}")
         return dict(report)
 
-    @app.get("/api/v1/diff", responses=_errors(404, 503))
+    @app.get("/api/v1/diff", responses=_errors(400, 404, 503))
     async def diff(
         suite: str,
         target: str,
@@ -123,21 +151,20 @@ def create_app(daemon: Daemon) -> FastAPI:
             if suite in daemon.loaded.config.suites
             else None
         )
-        return dict(await storage(run_diff, daemon.store, suite, target, from_, to, depth))
+        loaded = daemon.loaded.suites.get(suite)
+        relevant = relevant_ids(loaded.cases) if loaded else None
+        return dict(
+            await storage(run_diff, daemon.store, suite, target, from_, to, depth, relevant)
+        )
 
-    @app.get("/api/v1/history", responses=_errors(404, 503))
+    @app.get("/api/v1/history", responses=_errors(400, 404, 503))
     async def history(
-        suite: str, case: str, target: str | None = None, since: str = "7d"
+        suite: str, case: str, target: str | None = None, since: SinceQuery = "7d"
     ) -> dict[str, Any]:
         suites = daemon.loaded.suites
         if suite not in suites or case not in suites[suite].by_id:
             raise HTTPException(404, f"no case {case!r} in suite {suite!r}")
-        try:
-            window = parse_duration(since)
-        except ValueError as exc:
-            raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
-        from datetime import timedelta
-
+        window = _window(since or "7d")
         rows = await storage(
             case_history,
             daemon.store,
@@ -152,20 +179,15 @@ def create_app(daemon: Daemon) -> FastAPI:
     async def baselines() -> dict[str, Any]:
         return {"baselines": await storage(daemon.store.baselines)}
 
-    @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 503))
+    @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 413, 503))
     async def set_baseline(
         suite: str,
         target: str,
         # No body at all means the same as {}: pin the latest successful run.
         body: BaselineRequest | None = None,
+        # Declared for OpenAPI only: Guard has checked it before the body was read.
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
-        token = daemon.loaded.config.admin_token
-        if not token:
-            raise HTTPException(403, "admin API disabled: set RAGCANARY_ADMIN_TOKEN to enable it")
-        given = (authorization or "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(401, "missing or wrong bearer token")
         run_id = body.run_id if body is not None else None
         if run_id is None:
             latest = await storage(daemon.store.latest_run, suite, target, outcome="ok")

@@ -19,26 +19,36 @@ import uvicorn
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ragcanary.config.model import LoadedConfig, SuiteConfig, load_config
+from ragcanary.config.model import SuiteConfig
+from ragcanary.config.schedule import build_trigger
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
 from ragcanary.probe.cycle import run_cycle
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
-from ragcanary.reports.report import run_from_report, to_report, unanswered
+from ragcanary.reports.report import failure_kinds, run_from_report, to_report
+from ragcanary.serve.config_export import config_hash, interval_seconds, verdict_thresholds
 from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
+from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.store.keeper import RunKeeper
+from ragcanary.store.lock import Lock, acquire
+from ragcanary.store.spool import Spool, spool_path
 from ragcanary.store.storage import Store
+from ragcanary.suites.loaded import LoadedConfig, load_config
 
 log = structlog.get_logger("ragcanary")
 
 # Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
 MAX_START_JITTER_S = 30.0
-CRON_JITTER_S = 10
 PRUNE_EVERY_S = 3600.0
+KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every scrape)
+# Buffered runs are retried after this, doubling while storage refuses them, up to the max.
+STORAGE_RETRY_S = 1.0
+STORAGE_RETRY_MAX_S = 30.0
+STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
 
 
 @dataclass(frozen=True)
@@ -48,26 +58,31 @@ class JobKey:
 
     @property
     def id(self) -> str:
-        return f"{self.suite}/{self.target}"
+        return job_id(self.suite, self.target)
 
 
-def suite_pairs(loaded: LoadedConfig) -> dict[str, SuitePairs]:
-    """What the exporter must know of each configured suite."""
+def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, SuitePairs]:
+    """What the exporter must know of each configured suite, its thresholds and interval too.
+
+    ``now`` is where a cron schedule's interval is measured from (default: the current time).
+    """
+    at = now or datetime.now(UTC)
     return {
         name: SuitePairs(
             targets=tuple(cfg.targets),
             ks=tuple(cfg.k),
             per_case_metrics=cfg.per_case_metrics,
             case_ids=tuple(c.id for c in loaded.suites[name].cases),
+            thresholds=verdict_thresholds(cfg),
+            interval_seconds=interval_seconds(cfg, at),
         )
         for name, cfg in loaded.config.suites.items()
     }
 
 
 def trigger_for(suite: SuiteConfig) -> BaseTrigger:
-    if suite.cron:
-        return CronTrigger.from_crontab(suite.cron, timezone=UTC, jitter=CRON_JITTER_S)
-    return IntervalTrigger(seconds=suite.every or 300.0, timezone=UTC)
+    """The trigger of ``suite``'s schedule: the one ``validate`` built when it checked it."""
+    return build_trigger(suite.every, suite.cron)
 
 
 class _ApiServer(uvicorn.Server):
@@ -101,13 +116,21 @@ class Daemon:
         self.grace_s = grace_s
         self.rng = rng or random.Random()
         self.client_factory = client_factory
-        self.keeper = RunKeeper(Store.from_url(loaded.config.storage))
+        self.keeper = RunKeeper(
+            Store.from_url(loaded.config.storage),
+            spool=Spool(spool_path(loaded.config.storage, environ)),
+            on_error=self.exporter.count_storage_error,
+        )
+        self._lock: Lock | None = None
+        self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._gates: dict[str, TargetGate] = {}  # shared limits of each target across suites
         self._running: dict[str, asyncio.Task[None]] = {}
         self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
         self._stop = asyncio.Event()
+        self._reloading = asyncio.Lock()  # one reload at a time, whether by API or SIGHUP
+        self._sighups: set[asyncio.Task[ReloadResult]] = set()
         self._stopping = False
         self.server: uvicorn.Server | None = None
         self.redactor.update(loaded.secrets)
@@ -128,8 +151,13 @@ class Daemon:
         return 0
 
     async def startup(self) -> None:
+        # Before anything listens or runs: a second daemon on this storage must change nothing.
+        self._lock = await asyncio.to_thread(acquire, self.loaded.config.storage)
+        self.keeper.replay_spool()
         await self.keeper.ensure_schema()
-        self.exporter.load(suite_pairs(self.loaded))
+        self.exporter.set_buffered_runs(self.keeper.pending)
+        self._storage_task = asyncio.get_running_loop().create_task(self._keep_storing())
+        self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
         self._schedule_all()
@@ -167,12 +195,26 @@ class Daemon:
             await client.aclose()
         if self._closing:
             await asyncio.wait(self._closing, timeout=5)
+        if self._storage_task is not None:
+            self._storage_task.cancel()
+            await asyncio.wait([self._storage_task], timeout=1)
         if self.server is not None:
             self.server.should_exit = True
             if self._server_task is not None:
                 await asyncio.wait([self._server_task], timeout=5)
-        await self.keeper.close()
+        await self.keeper.close(deadline_s=STORAGE_CLOSE_S)
+        if self._lock is not None:
+            self._lock.release()
         log.info("stopped")
+
+    async def _keep_storing(self) -> None:
+        """Write buffered runs as soon as storage takes writes again, backing off while it won't."""
+        delay = STORAGE_RETRY_S
+        while True:
+            await asyncio.sleep(delay)
+            stored = await self.keeper.retry()
+            self.exporter.set_buffered_runs(self.keeper.pending)
+            delay = STORAGE_RETRY_S if stored else min(delay * 2, STORAGE_RETRY_MAX_S)
 
     def request_stop(self, reason: str = "signal") -> None:
         if self._stop.is_set():
@@ -194,7 +236,10 @@ class Daemon:
         self.request_stop("SIGINT")
 
     def _on_sighup(self) -> None:
-        asyncio.get_running_loop().create_task(self.reload())
+        # Held until done: the event loop keeps only a weak reference to a task.
+        reloading = asyncio.get_running_loop().create_task(self.reload())
+        self._sighups.add(reloading)
+        reloading.add_done_callback(self._sighups.discard)
 
     async def _start_server(self) -> None:
         from ragcanary.serve.api import create_app
@@ -207,6 +252,9 @@ class Daemon:
             log_config=None,
             access_log=False,
             lifespan="off",
+            http=guarded_protocol(),
+            backlog=BACKLOG,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         self.server = _ApiServer(config)
         self._server_task: asyncio.Task[None] | None = asyncio.create_task(self.server.serve())
@@ -218,30 +266,87 @@ class Daemon:
 
     # -- config reload ------------------------------------------------------------------
 
-    async def reload(self) -> bool:
-        """Load the config again; keep the running one when the new one is invalid."""
-        try:
-            loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
-        except ConfigError as exc:
-            self.exporter.set_reload_result(False)
-            log.error(
-                "config reload rejected; the previous config keeps running",
-                problems=[str(p) for p in exc.problems],
+    async def reload(self) -> ReloadResult:
+        """Load the config again and apply only what changed; all of it, or nothing.
+
+        Everything is validated and built (triggers included) before anything running is
+        touched; a failure while applying rolls back. Jobs whose schedule is unchanged keep
+        their next run time.
+        """
+        async with self._reloading:
+            try:
+                loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
+                changes = compare(self.loaded, loaded)
+                triggers = self._triggers(loaded)
+            except ConfigError as exc:
+                return self._rejected(400, [str(p) for p in exc.problems])
+            except Exception as exc:  # a reload must never take the daemon down
+                log.exception("config reload failed")
+                return self._rejected(500, [f"the config could not be loaded ({exc!r})"])
+            jobs = self._jobs_snapshot()
+            try:
+                self._apply(loaded, changes, triggers)
+            except Exception as exc:
+                log.exception("applying the config failed; rolled back")
+                self._restore_jobs(jobs)
+                self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
+                return self._rejected(500, [f"applying the config failed ({exc!r}); rolled back"])
+            self.exporter.set_reload_result(True)
+            warnings = tuple(
+                f"{name} changed in the config; it takes effect after a restart"
+                for name in changes.restart_needed
             )
-            return False
-        if loaded.config.storage != self.loaded.config.storage:
-            log.warning("storage changed in the config; it takes effect after a restart")
-        if loaded.config.listen != self.loaded.config.listen:
-            log.warning("listen changed in the config; it takes effect after a restart")
+            for warning in warnings:
+                log.warning(warning)
+            log.info("config reloaded", **changes.as_dict()["jobs"])
+            return ReloadResult(True, 200, changes=changes, warnings=warnings)
+
+    def _rejected(self, status: int, problems: list[str]) -> ReloadResult:
+        self.exporter.set_reload_result(False)
+        log.error("config reload rejected; the previous config keeps running", problems=problems)
+        return ReloadResult(False, status, problems=tuple(problems))
+
+    @staticmethod
+    def _triggers(loaded: LoadedConfig) -> dict[str, BaseTrigger]:
+        """The trigger of every job of ``loaded``, built before the scheduler is touched."""
+        return {
+            job_id(name, target): trigger_for(suite)
+            for name, suite in loaded.config.suites.items()
+            for target in suite.targets
+        }
+
+    def _apply(
+        self, loaded: LoadedConfig, changes: Changes, triggers: Mapping[str, BaseTrigger]
+    ) -> None:
+        """Switch to ``loaded``; synchronous, so no run starts halfway through."""
+        for removed in changes.jobs.removed:
+            self.scheduler.remove_job(removed)
+        now = datetime.now(UTC)
+        for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
+            suite, _, target = key.partition("/")
+            self._add_job(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
+        self.exporter.load(suite_pairs(loaded), config_hash=config_hash(loaded))
+        # Nothing below can fail: the new config is in.
         self._gates = self._gates_to_keep(loaded)
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
-        self._retire_clients()
-        self.exporter.load(suite_pairs(loaded))
-        self.exporter.set_reload_result(True)
-        self._schedule_all()
-        log.info("config reloaded", jobs=[j["suite"] + "/" + j["target"] for j in self.next_runs()])
-        return True
+        self._retire_clients((*changes.targets.changed, *changes.targets.removed))
+
+    def _jobs_snapshot(self) -> list[tuple[str, BaseTrigger, datetime | None]]:
+        return [
+            (job.id, job.trigger, job.next_run_time)
+            for job in self.scheduler.get_jobs()
+            if job.id != "prune"
+        ]
+
+    def _restore_jobs(self, jobs: list[tuple[str, BaseTrigger, datetime | None]]) -> None:
+        """Put the schedule back as ``_jobs_snapshot`` saw it."""
+        for job in self.scheduler.get_jobs():
+            if job.id != "prune":
+                job.remove()
+        for key, trigger, next_run in jobs:
+            suite, _, target = key.partition("/")
+            self._schedule_job(JobKey(suite, target), trigger, next_run)
 
     def _gates_to_keep(self, loaded: LoadedConfig) -> dict[str, TargetGate]:
         """The gates of targets whose limits the new config leaves as they were.
@@ -258,13 +363,15 @@ class Daemon:
             == (old[name].concurrency, old[name].rate_limit)
         }
 
-    def _retire_clients(self) -> None:
-        """New runs get new clients (the targets may have changed); old ones close when idle.
+    def _retire_clients(self, targets: tuple[str, ...]) -> None:
+        """New runs of ``targets`` get new clients; the old ones close when idle.
 
         Closing a client under a run in flight would fail its remaining queries and turn a
         mere reload into an "unavailable" run.
         """
-        clients, self._clients = list(self._clients.values()), {}
+        clients = [self._clients.pop(name) for name in targets if name in self._clients]
+        if not clients:
+            return
         runs = [t for t in self._running.values() if not t.done()]
         closing = asyncio.get_running_loop().create_task(self._close_clients(clients, runs))
         self._closing.add(closing)
@@ -282,6 +389,7 @@ class Daemon:
     # -- scheduling -----------------------------------------------------------------------
 
     def _schedule_all(self) -> None:
+        """At start: the pruning job and one job per (suite, target), each started jittered."""
         self.scheduler.remove_all_jobs()
         now = datetime.now(UTC)
         self.scheduler.add_job(
@@ -294,20 +402,28 @@ class Daemon:
         )
         for suite_name, suite in self.loaded.config.suites.items():
             for target in suite.targets:
-                key = JobKey(suite_name, target)
-                jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
-                self.scheduler.add_job(
-                    self._run_job,
-                    trigger_for(suite),
-                    args=[key],
-                    id=key.id,
-                    name=key.id,
-                    max_instances=1,
-                    coalesce=True,
-                    misfire_grace_time=None,
-                    next_run_time=now + timedelta(seconds=jitter),
-                    replace_existing=True,
-                )
+                self._add_job(JobKey(suite_name, target), suite, trigger_for(suite), now)
+
+    def _add_job(
+        self, key: JobKey, suite: SuiteConfig, trigger: BaseTrigger, now: datetime
+    ) -> None:
+        """Schedule ``key`` afresh: its first run a random moment into its first interval."""
+        jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
+        self._schedule_job(key, trigger, now + timedelta(seconds=jitter))
+
+    def _schedule_job(self, key: JobKey, trigger: BaseTrigger, next_run: datetime | None) -> None:
+        self.scheduler.add_job(
+            self._run_job,
+            trigger,
+            args=[key],
+            id=key.id,
+            name=key.id,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=next_run,
+            replace_existing=True,
+        )
 
     def _on_overlap(self, event: JobExecutionEvent) -> None:
         suite, _, target = event.job_id.partition("/")
@@ -373,7 +489,9 @@ class Daemon:
         )
         report = to_report(evaluation)
         self.exporter.observe_run(report)
-        if await self.keeper.save(report) and suite_cfg.baseline == "pinned":
+        saved = await self.keeper.save(report)
+        self.exporter.set_buffered_runs(self.keeper.pending)
+        if saved and suite_cfg.baseline == "pinned":
             await self.keeper.pin_first_healthy(pair, report)
         log_run(report)
         return report
@@ -410,7 +528,8 @@ def log_run(report: Mapping[str, Any]) -> None:
         m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
     }
     baseline = report.get("baseline") or {}
-    log.info(
+    regression = report["outcome"] == "regression"
+    (log.warning if regression else log.info)(
         "run",
         suite=report["suite"],
         target=report["target"],
@@ -420,15 +539,15 @@ def log_run(report: Mapping[str, Any]) -> None:
         run_id=report["run_id"],
         rank_overlap=baseline.get("rank_overlap"),
         score_drift=baseline.get("score_drift"),
+        reasons=[f["message"] for f in report.get("failures") or ()] if regression else None,
         **key_metrics,
     )
-    failed = unanswered(report)
-    if failed:
-        errors = sorted({c["error"] for c in report["cases"] if c.get("error")})[:3]
+    kinds = failure_kinds(report)
+    if kinds:
         log.warning(
             "queries failed",
             suite=report["suite"],
             target=report["target"],
-            reasons=failed,
-            examples=errors,
+            reasons={outcome: kind["count"] for outcome, kind in kinds.items()},
+            first_errors={outcome: kind["first"] for outcome, kind in kinds.items()},
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -18,6 +18,7 @@ from ragcanary.measure.results import ANSWERED, OUTCOMES
 from ragcanary.serve.exposition import MergedCollector, PairSeries, join_text
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
+STORAGE_OPERATIONS = ("read", "write", "check")
 # A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
 QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -37,6 +38,10 @@ class SuitePairs:
     ks: tuple[int, ...]
     per_case_metrics: bool = False
     case_ids: tuple[str, ...] = ()  # in suite order; the per-case cap keeps the first ones
+    # What the verdict compares with (``max_drop``, ``min_coverage``, floors as ``hit_rate@5``),
+    # exported so alert rules read the suite's own limits instead of copies of the defaults.
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    interval_seconds: float | None = None  # the schedule's interval (cron: its median gap)
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,12 @@ class Exporter:
         self._case_dropped = gauge(
             "case_series_dropped", "Per-case series not exported because of the per-case cap."
         )
+        self._threshold = gauge(
+            "threshold", "A threshold of the suite's verdict (max_drop, floors, ...).", "name"
+        )
+        self._interval = gauge(
+            "interval_seconds", "The schedule's interval between runs (cron: the median gap)."
+        )
         self._reload_ok = Gauge(
             "ragcanary_config_last_reload_successful",
             "1 when the last configuration reload was accepted.",
@@ -175,6 +186,25 @@ class Exporter:
             registry=self._base,
         )
         build.labels(version).set(1)
+        self._buffered = Gauge(
+            "ragcanary_storage_buffered_runs",
+            "Runs waiting in memory (or the spool) for storage to accept them.",
+            registry=self._base,
+        )
+        self._storage_errors = Counter(
+            "ragcanary_storage_errors_total",
+            "Storage reads and writes that failed (unreachable, read-only, timed out).",
+            ("operation",),
+            registry=self._base,
+        )
+        for operation in STORAGE_OPERATIONS:
+            self._storage_errors.labels(operation)
+        self._config_hash = Gauge(
+            "ragcanary_config_hash",
+            "Always 1; the hash of the effective configuration (secrets left out) is a label.",
+            ("hash",),
+            registry=self._base,
+        )
         self._aggregates: frozenset[MetricWrapperBase] = frozenset(
             {
                 *self._cut_off.values(),
@@ -190,12 +220,16 @@ class Exporter:
             }
         )
 
-    def load(self, pairs: Mapping[str, SuitePairs]) -> None:
+    def load(self, pairs: Mapping[str, SuitePairs], *, config_hash: str | None = None) -> None:
         """Lay out the series of the configured suites; forget those no longer configured.
 
         Called at start and on every accepted reload. Counters keep their values for pairs
-        that stay; series of a k, case or pair that left the configuration are removed.
+        that stay; series of a k, case, threshold or pair that left the configuration are
+        removed. ``config_hash`` replaces the one ``ragcanary_config_hash`` shows.
         """
+        if config_hash is not None:
+            self._config_hash.clear()
+            self._config_hash.labels(config_hash).set(1)
         wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
         for pair in set(self._layouts) - set(wanted):
             del self._layouts[pair]
@@ -219,6 +253,22 @@ class Exporter:
                 self._child(self._case_dropped, pair).set(dropped)
             else:
                 self._remove(pair, lambda metric, labels: metric is self._case_dropped)
+            self._load_settings(pair, spec)
+
+    def _load_settings(self, pair: Pair, spec: SuitePairs) -> None:
+        """Export the pair's thresholds and interval; drop those the new config no longer has."""
+        thresholds = {name: float(v) for name, v in spec.thresholds.items() if math.isfinite(v)}
+        self._remove(
+            pair,
+            lambda metric, labels: (
+                (metric is self._threshold and labels[0] not in thresholds)
+                or (metric is self._interval and spec.interval_seconds is None)
+            ),
+        )
+        for name, threshold in thresholds.items():
+            self._child(self._threshold, pair, name).set(threshold)
+        if spec.interval_seconds is not None:
+            self._child(self._interval, pair).set(spec.interval_seconds)
 
     def observe_run(self, report: Mapping[str, Any]) -> None:
         """Account one run from its report dict (``ragcanary.reports.report.to_report``).
@@ -263,6 +313,14 @@ class Exporter:
         """Count a scheduled run skipped because the previous one of its job still ran."""
         if (suite, target) in self._layouts:
             self._child(self._skipped, (suite, target)).inc()
+
+    def set_buffered_runs(self, runs: int) -> None:
+        """Record how many runs wait for storage."""
+        self._buffered.set(runs)
+
+    def count_storage_error(self, operation: str) -> None:
+        """Count one failed storage call (``operation``: read, write or check)."""
+        self._storage_errors.labels(operation).inc()
 
     def set_reload_result(self, ok: bool) -> None:
         """Record whether the last configuration reload was accepted."""

@@ -38,7 +38,11 @@ class BufferedWriter:
         self._on_drop = on_drop
         self._on_reject = on_reject
         self._backlog: deque[Report] = deque()
+        # _lock guards the backlog only and is never held while storage is called, so that
+        # ``hold`` and ``pending`` answer at once while a write hangs on a dead database.
+        # _writing lets one writer at a time call storage, which keeps the order of saves.
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
 
     @property
     def pending(self) -> int:
@@ -51,9 +55,11 @@ class BufferedWriter:
 
         While storage is unavailable the report joins the backlog and False is returned.
         """
-        with self._lock:
+        with self._writing:
             self._flush()
-            if not self._backlog:
+            with self._lock:
+                waiting = bool(self._backlog)
+            if not waiting:
                 try:
                     self._store.save_run(report)
                     return True
@@ -62,31 +68,50 @@ class BufferedWriter:
                 except StorageError as error:
                     self._reject(report, error)
                     return False
-            self._backlog.append(report)
-            if len(self._backlog) > self._capacity:
-                self._drop(self._backlog.popleft())
+            self.hold(report)
             return False
+
+    def hold(self, report: Report) -> None:
+        """Queue ``report`` behind the backlog without trying storage (it is known to be down)."""
+        with self._lock:
+            self._backlog.append(report)
+            dropped = self._backlog.popleft() if len(self._backlog) > self._capacity else None
+        if dropped is not None:
+            self._drop(dropped)
+
+    def snapshot(self) -> list[Report]:
+        """The reports waiting now, oldest first (to spool them at shutdown)."""
+        with self._lock:
+            return list(self._backlog)
 
     def flush(self) -> int:
         """Save waiting reports in order until storage fails; return how many were saved."""
-        with self._lock:
+        with self._writing:
             return self._flush()
 
     def _flush(self) -> int:
         saved = 0
-        while self._backlog:
-            report = self._backlog[0]
+        while True:
+            with self._lock:
+                if not self._backlog:
+                    return saved
+                report = self._backlog[0]
             try:
                 self._store.save_run(report)
             except StorageUnavailable:
-                break
+                return saved
             except StorageError as error:
-                self._backlog.popleft()
+                self._remove(report)
                 self._reject(report, error)
                 continue
-            self._backlog.popleft()
+            self._remove(report)
             saved += 1
-        return saved
+
+    def _remove(self, report: Report) -> None:
+        """Take ``report`` off the head (unless the capacity already dropped it)."""
+        with self._lock:
+            if self._backlog and self._backlog[0] is report:
+                self._backlog.popleft()
 
     def _drop(self, report: Report) -> None:
         if self._on_drop is not None:

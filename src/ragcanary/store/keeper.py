@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import structlog
 
 from ragcanary.store.buffer import BufferedWriter
+from ragcanary.store.spool import Spool
 from ragcanary.store.storage import StorageError, Store
 
 log = structlog.get_logger("ragcanary")
@@ -20,18 +22,40 @@ Pair = tuple[str, str]  # (suite, target)
 class RunKeeper:
     """Stores runs without ever blocking or failing a run, and finds each pair's baseline.
 
-    Storage is called in a thread. When it is unreachable, finished runs wait in the
-    buffer and baselines come from memory; nothing here raises a storage error.
+    Storage is called in a thread. Once a call finds it unreachable (or unwritable) the keeper
+    counts it *down*: runs then wait in the buffer without trying storage, and baselines come
+    from memory, so no run waits for a storage deadline. ``retry`` (the daemon calls it with
+    backoff) writes the buffer once storage accepts writes again. At shutdown the runs still
+    waiting go to the spool file, which ``replay_spool`` reads back at the next start.
+    Nothing here raises a storage error.
     """
 
-    def __init__(self, store: Store, capacity: int = 1000) -> None:
+    def __init__(
+        self,
+        store: Store,
+        capacity: int = 1000,
+        *,
+        spool: Spool | None = None,
+        on_error: Callable[[str], None] = lambda _operation: None,
+    ) -> None:
         self.store = store
         self.writer = BufferedWriter(
             store, capacity, on_drop=self._dropped, on_reject=self._rejected
         )
+        self.spool = spool
+        self.down = False
+        self._on_error = on_error
         self._pinned: dict[Pair, dict[str, Any]] = {}
         self._previous: dict[Pair, dict[str, Any]] = {}
         self._migrated = False
+        self._check: asyncio.Task[str | None] | None = None
+        self.last_error: str | None = None  # why storage last failed, for /readyz
+        self._replayed = False  # runs of the spool were queued and may not all be stored yet
+
+    @property
+    def pending(self) -> int:
+        """Runs waiting for storage."""
+        return self.writer.pending
 
     async def ensure_schema(self) -> bool:
         """Create or upgrade the tables once storage is reachable; whether they exist now."""
@@ -39,30 +63,38 @@ class RunKeeper:
             try:
                 await asyncio.to_thread(self.store.migrate)
             except StorageError as exc:
-                log.warning(
-                    "storage unreachable; runs are buffered until it returns", error=str(exc)
+                self._failed(
+                    "write", exc, "storage unreachable; runs are buffered until it returns"
                 )
                 return False
             self._migrated = True
         return True
 
     async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call storage in a thread; an outage is logged and answered with None."""
+        """Call storage in a thread; an outage (known or new) is answered with None."""
+        if self.down:
+            return None
         try:
-            await self.ensure_schema()
+            if not await self.ensure_schema():
+                return None
             return await asyncio.to_thread(fn, *args, **kwargs)
         except StorageError as exc:
-            log.warning("storage unreachable", error=str(exc), call=fn.__name__)
+            self._failed("read", exc, "storage unreachable", call=fn.__name__)
             return None
 
     async def save(self, report: dict[str, Any]) -> bool:
         """Store ``report`` after any backlog, in order; False when it had to wait in memory."""
         if report["outcome"] != "unavailable":
             self._previous[(report["suite"], report["target"])] = report
-        # Storage may have come back during the run: without its tables the backlog would be
-        # refused for good rather than written.
-        await self.ensure_schema()
-        saved = await asyncio.to_thread(self.writer.write, report)
+        saved = False
+        if self.down:
+            self.writer.hold(report)
+        elif await self.ensure_schema():
+            saved = await asyncio.to_thread(self.writer.write, report)
+            if not saved and self.writer.pending:
+                self._failed("write", None, "storage refused a write")
+        else:
+            self.writer.hold(report)
         if not saved:
             log.warning(
                 "storage unreachable; run kept in memory until it returns",
@@ -71,11 +103,81 @@ class RunKeeper:
             )
         return saved
 
-    async def flush(self) -> None:
-        if await self.ensure_schema() and self.writer.pending:
-            written = await asyncio.to_thread(self.writer.flush)
-            if written:
-                log.info("wrote buffered runs to storage", runs=written)
+    async def retry(self) -> bool:
+        """Write waiting runs if storage takes writes again; True once nothing waits.
+
+        While nothing waits and storage was not found down, this costs nothing.
+        """
+        if not self.down and not self.writer.pending:
+            self._spool_stored()
+            return True
+        if not await self.ensure_schema():
+            return False
+        try:
+            if self.writer.pending:
+                written = await asyncio.to_thread(self.writer.flush)
+                if written:
+                    log.info("wrote buffered runs to storage", runs=written)
+            else:
+                await asyncio.to_thread(self.store.check_write)
+        except StorageError as exc:
+            self._failed("write", exc, "storage still unavailable")
+            return False
+        if self.writer.pending:
+            self._failed("write", None, "storage still unavailable")
+            return False
+        if self.down:
+            log.info("storage is back: runs are stored again")
+        self.down = False
+        self._spool_stored()
+        return True
+
+    def _spool_stored(self) -> None:
+        """Every run the spool held is stored: it has done its job."""
+        if self._replayed and self.spool is not None:
+            self.spool.remove()
+            self._replayed = False
+
+    async def writable(self, deadline_s: float) -> str | None:
+        """None when storage takes a write within ``deadline_s``, else why not (``/readyz``).
+
+        At most one check runs at a time: readiness probes arriving while storage hangs share
+        it rather than piling up threads that each wait for a storage deadline.
+        """
+        if self._check is None or self._check.done():
+            self._check = asyncio.get_running_loop().create_task(self._write_check())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._check), deadline_s)
+        except TimeoutError:
+            return f"storage did not answer a write within {deadline_s:g}s"
+
+    async def _write_check(self) -> str | None:
+        if not await self.ensure_schema():
+            return self.last_error or "the tables could not be created or upgraded"
+        try:
+            await asyncio.to_thread(self.store.check_write)
+        except StorageError as exc:
+            self._on_error("check")
+            return str(exc)
+        return None
+
+    def replay_spool(self) -> int:
+        """Queue the runs a previous process spooled at shutdown; how many there were."""
+        if self.spool is None:
+            return 0
+        reports, unreadable = self.spool.read()
+        for report in reports:
+            self.writer.hold(report)
+        self._replayed = bool(reports)
+        if unreadable:
+            log.error("spool lines that could not be read were skipped", lines=unreadable)
+        if reports:
+            log.info(
+                "runs spooled by the previous process are waiting for storage",
+                runs=len(reports),
+                spool=str(self.spool.path),
+            )
+        return len(reports)
 
     async def baseline(self, pair: Pair, mode: str) -> dict[str, Any] | None:
         """The report ``pair``'s next run is compared with: pinned, or the previous answered run."""
@@ -95,20 +197,23 @@ class RunKeeper:
         return self._pinned.get(pair)
 
     async def pin_first_healthy(self, pair: Pair, report: dict[str, Any]) -> None:
-        """Pin ``report`` when nobody pinned a baseline yet, so drift is watched from the start."""
+        """Pin ``report`` when nobody pinned a baseline yet, so drift is watched from the start.
+
+        While storage is down the pin is kept in memory only.
+        """
         if pair in self._pinned or report["outcome"] != "ok":
             return
         if await self.call(self.store.get_baseline, *pair) is not None:
             return
-        if await self.call(self.store.set_baseline, *pair, report["run_id"]) is None:
-            self._pinned[pair] = report
-            log.info(
-                "no baseline pinned yet: pinned this first healthy run "
-                "(`ragcanary baseline accept` pins another)",
-                suite=pair[0],
-                target=pair[1],
-                run_id=report["run_id"],
-            )
+        await self.call(self.store.set_baseline, *pair, report["run_id"])
+        self._pinned[pair] = report
+        log.info(
+            "no baseline pinned yet: pinned this first healthy run "
+            "(`ragcanary baseline accept` pins another)",
+            suite=pair[0],
+            target=pair[1],
+            run_id=report["run_id"],
+        )
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); raises StorageError so the caller can answer 503."""
@@ -121,13 +226,50 @@ class RunKeeper:
         if deleted:
             log.info("pruned old runs", runs=deleted)
 
-    async def close(self) -> None:
-        await self.flush()
+    async def close(self, deadline_s: float = 5.0) -> None:
+        """Write what waits within ``deadline_s``, spool the rest, close storage."""
+        started = time.monotonic()
         if self.writer.pending:
-            log.error(
-                "storage unreachable at shutdown; unsaved runs lost", runs=self.writer.pending
-            )
-        await asyncio.to_thread(self.store.close)
+            try:
+                await asyncio.wait_for(self.retry(), deadline_s)
+            except TimeoutError:
+                log.warning("storage did not take the buffered runs in time", pending=self.pending)
+        waiting = self.writer.snapshot()
+        if waiting and self.spool is not None:
+            try:
+                self.spool.replace(waiting)
+            except OSError as exc:
+                log.error(
+                    "cannot write the spool file; unsaved runs lost",
+                    runs=len(waiting),
+                    spool=str(self.spool.path),
+                    error=exc.strerror,
+                )
+            else:
+                log.warning(
+                    "storage unavailable at shutdown; runs spooled for the next start",
+                    runs=len(waiting),
+                    spool=str(self.spool.path),
+                )
+        elif waiting:
+            log.error("storage unreachable at shutdown; unsaved runs lost", runs=len(waiting))
+        else:
+            self._spool_stored()
+        remaining = max(0.5, deadline_s - (time.monotonic() - started))
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.store.close), remaining)
+        except TimeoutError:
+            log.warning("storage connections did not close in time")
+
+    def _failed(
+        self, operation: str, exc: StorageError | None, message: str, **fields: Any
+    ) -> None:
+        self._on_error(operation)
+        if exc is not None:
+            self.last_error = str(exc)
+        if not self.down:
+            log.warning(message, error=str(exc) if exc else None, **fields)
+        self.down = True
 
     def _dropped(self, report: dict[str, Any]) -> None:
         log.error(

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, and_, delete, event, exc, or_, select, text
+from sqlalchemy import Connection, Engine, and_, delete, event, exc, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.errors import RagcanaryError
@@ -39,13 +39,28 @@ from ragcanary.store.schema import (
     results,
     run_row,
     runs,
+    schema_version,
 )
 from ragcanary.store.schema import baselines as baselines_table
 
 # Outcomes of runs worth keeping longer: they are what an incident review looks for.
 FAILED_OUTCOMES = ("regression", "unavailable")
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-POSTGRES_CONNECT_TIMEOUT_S = 10
+# Every PostgreSQL call has a deadline, so a database that stops answering (down, or packets
+# silently dropped) fails a call within seconds instead of holding a thread for minutes.
+POSTGRES_CONNECT_TIMEOUT_S = 5
+POSTGRES_STATEMENT_TIMEOUT_MS = 10_000
+POSTGRES_LOCK_TIMEOUT_MS = 5_000
+# A socket whose sent data stays unacknowledged this long is dead (libpq's tcp_user_timeout);
+# keepalives find a silent peer while nothing is being sent.
+POSTGRES_TCP_USER_TIMEOUT_MS = 10_000
+POSTGRES_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+}
+POOL_TIMEOUT_S = 5  # waiting for a pooled connection
 _WRITE = "ragcanary_write"  # execution option: this transaction will write
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
@@ -83,9 +98,18 @@ def make_engine(url: str, **options: Any) -> Engine:
     options.setdefault("pool_pre_ping", True)
     # Compact JSON: per-case ids, scores and metrics are most of the database's size.
     options.setdefault("json_serializer", functools.partial(json.dumps, separators=(",", ":")))
-    if backend == "postgresql" and "connect_timeout" not in parsed.query:
+    if "poolclass" not in options:  # NullPool has no wait for a pooled connection
+        options.setdefault("pool_timeout", POOL_TIMEOUT_S)
+    if backend == "postgresql":
         connect_args = dict(options.get("connect_args", {}))
-        connect_args.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT_S)
+        deadlines: dict[str, Any] = {
+            "connect_timeout": POSTGRES_CONNECT_TIMEOUT_S,
+            "tcp_user_timeout": POSTGRES_TCP_USER_TIMEOUT_MS,
+            **POSTGRES_KEEPALIVES,
+        }
+        for key, value in deadlines.items():
+            if key not in parsed.query:  # the storage URL's own settings win
+                connect_args.setdefault(key, value)
         options["connect_args"] = connect_args
     try:
         engine = sqlalchemy.create_engine(parsed, **options)
@@ -104,7 +128,10 @@ def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:
     # Instants then arrive in UTC already (tzinfo datetime.UTC), which UTCDateTime passes on
     # as they are instead of converting each one: a tenth of reading a 30-day history.
     dbapi_connection.execute("SET TIME ZONE 'UTC'")
-    dbapi_connection.commit()  # or the pool's rollback on return would undo the SET
+    # Not through the URL's `options`: the storage URL may carry its own (a search_path).
+    dbapi_connection.execute(f"SET statement_timeout = {POSTGRES_STATEMENT_TIMEOUT_MS}")
+    dbapi_connection.execute(f"SET lock_timeout = {POSTGRES_LOCK_TIMEOUT_MS}")
+    dbapi_connection.commit()  # or the pool's rollback on return would undo the SETs
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -208,14 +235,24 @@ class Store:
         return {**report, "cases": [case_entry(row._mapping) for row in rows]}
 
     def list_runs(
-        self, suite: str | None = None, target: str | None = None, limit: int = 50
+        self,
+        suite: str | None = None,
+        target: str | None = None,
+        limit: int = 50,
+        outcome: str | None = None,
+        since: datetime | None = None,
     ) -> list[dict[str, Any]]:
-        """Summaries of the newest runs first, optionally of one suite and/or target."""
+        """Summaries of the newest runs first, optionally of one suite, target, outcome, or
+        started at ``since`` or later."""
         query = _summaries().limit(max(limit, 0))
         if suite is not None:
             query = query.where(runs.c.suite == suite)
         if target is not None:
             query = query.where(runs.c.target == target)
+        if outcome is not None:
+            query = query.where(runs.c.outcome == outcome)
+        if since is not None:
+            query = query.where(runs.c.started_at >= _aware(since, "since"))
         with self._read() as conn:
             return [_summary(row._mapping) for row in conn.execute(query)]
 
@@ -344,6 +381,15 @@ class Store:
         with self._read() as conn:
             conn.execute(text("SELECT 1"))
 
+    def check_write(self) -> None:
+        """Raise StorageUnavailable unless a write commits now (call ``migrate`` first).
+
+        A real, harmless write: reachable is not enough, a read-only file or a database in
+        recovery answers reads and refuses every run.
+        """
+        with self._write() as conn:
+            conn.execute(update(schema_version).values(applied_at=schema_version.c.applied_at))
+
     def close(self) -> None:
         """Close every pooled connection."""
         self._engine.dispose()
@@ -366,10 +412,16 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self._translate(), self._engine.connect() as conn:
-            conn.execution_options(**{_WRITE: True})
-            with conn.begin():
-                yield conn
+        try:
+            with self._translate(), self._engine.connect() as conn:
+                conn.execution_options(**{_WRITE: True})
+                with conn.begin():
+                    yield conn
+        except StorageUnavailable:
+            # SQLite opens a file it could not write read-only and keeps it so: pooled
+            # connections would refuse writes forever after the file became writable again.
+            self._engine.dispose()
+            raise
 
     @contextmanager
     def _translate(self) -> Iterator[None]:
@@ -459,4 +511,5 @@ def _summaries() -> sqlalchemy.Select[Any]:
 def _summary(row: Mapping[Any, Any]) -> dict[str, Any]:
     summary = {key: value for key, value in row.items() if key != "report"}
     summary["metrics"] = row["report"].get("metrics")
+    summary["deltas"] = (row["report"].get("baseline") or {}).get("deltas")
     return summary

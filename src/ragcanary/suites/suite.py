@@ -7,7 +7,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -69,6 +69,7 @@ class Suite:
 SUITE_FORMATS = (".yaml", ".yml", ".json", ".jsonl")
 _FIELDS = ["id", "query", "relevant", "tags", "weight", "min_score", "max_score"]
 _REMOVE_UNKNOWN = f"remove it (known: {', '.join(_FIELDS)})"
+MAX_QUERY_CHARS = 10_000  # DESIGN.md "Limits on what comes in"
 _GRADE_FIX = "write a whole-number grade: 0 judged not relevant, 1 relevant, 2 or more more so"
 
 
@@ -147,17 +148,21 @@ def _parse(text: str, file: str, suffix: str) -> tuple[Document, list[Problem]]:
     """The file as ``{"cases": [...]}`` with lines keyed by ``("cases", i, ...)``."""
     if suffix == ".jsonl":
         return _parse_jsonl(text, file)
-    data, lines = load_json(text, file) if suffix == ".json" else load_yaml(text, file)
+    duplicates: list[Problem] = []  # reported beside the cases' own problems
+    load = load_json if suffix == ".json" else load_yaml
+    data, lines = load(text, file, duplicates)
     if isinstance(data, list):  # a bare list of cases
         lines = {("cases", *path): line for path, line in lines.items()}
-        return Document(file, {"cases": data}, lines), []
+        duplicates = [replace(p, path=f"cases{p.path}") for p in duplicates]
+        return Document(file, {"cases": data}, lines), duplicates
     doc = Document(file, data, lines)
     if data is None:
-        return Document(file, {"cases": []}, lines), []
+        return Document(file, {"cases": []}, lines), duplicates
     if not isinstance(data, dict):
         fix = "write cases: followed by a list of cases"
-        return doc, [doc.problem((), "expected a mapping with cases: or a list of cases", fix)]
-    problems = [
+        problem = doc.problem((), "expected a mapping with cases: or a list of cases", fix)
+        return doc, [*duplicates, problem]
+    problems = duplicates + [
         doc.problem((key,), "unknown field", suggest(str(key), ["cases"], "remove it"))
         for key in data
         if key != "cases"
@@ -254,6 +259,11 @@ def _case(doc: Document, at: NodePath, raw: Any, problems: list[Problem]) -> Cas
         bad("id", f"expected a non-empty id, got {show(raw.get('id'))}", "add id: a short name")
     if not isinstance(query, str) or not query.strip():
         bad("query", f"expected the query text, got {show(query)}", "add query: the question")
+    elif len(query) > MAX_QUERY_CHARS:
+        message = (
+            f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are allowed"
+        )
+        bad("query", message, "shorten it: a canary asks what a user would ask")
     before_relevant = len(problems)
     relevant = _relevant(raw.get("relevant"), lambda *below: bad("relevant", *below))
     tags = _tags(raw.get("tags") or [], lambda *below: bad("tags", *below))
@@ -261,6 +271,12 @@ def _case(doc: Document, at: NodePath, raw: Any, problems: list[Problem]) -> Cas
     if weight is not None and weight <= 0:
         bad("weight", f"{weight!r} is not above 0", "write a weight above 0, like 1.0")
     min_score, max_score = _number(raw, "min_score", bad), _number(raw, "max_score", bad)
+    if min_score is not None and max_score is not None and min_score > max_score:
+        message = (
+            f"min_score {min_score:g} is above max_score {max_score:g}: "
+            "no answer can reach the one and stay below the other"
+        )
+        bad("min_score", message, "lower min_score or raise max_score (or drop one of them)")
     negative = relevant is not None and not any(grade > 0 for grade in relevant.values())
     # Bad grades left out of ``relevant`` must not make a labelled case look negative.
     if negative and "max_score" not in raw and len(problems) == before_relevant:

@@ -1,0 +1,313 @@
+"""Write docs/config.md, the reference of every config and suite field, from the models.
+
+    .venv/bin/python scripts/build_config_reference.py          # rewrite docs/config.md
+    .venv/bin/python scripts/build_config_reference.py --check  # exit 1 if it is stale
+
+Types, defaults and allowed values come from the pydantic models (and the suite's Case); the
+words come from DESCRIPTIONS below. A field without a description stops the script, so a new
+field cannot reach the page undocumented (tests/test_config_reference.py runs --check).
+"""
+
+# ruff: noqa: E501  (DESCRIPTIONS holds one line of prose per field, as the page shows it)
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from ragcanary.config.model import Config, SuiteConfig, TargetConfig, Thresholds
+from ragcanary.suites.suite import Case
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "config.md"
+
+# field -> (what it does, an example value as written in YAML)
+DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "Config.storage": (
+        "Where runs, results and baselines are kept. Env: `RAGCANARY_STORAGE`.",
+        "postgresql+psycopg://ragcanary@db/ragcanary",
+    ),
+    "Config.listen": (
+        "HOST:PORT of `serve`'s /metrics and API. Env: `RAGCANARY_LISTEN`; `serve --listen` overrides both.",
+        "0.0.0.0:9464",
+    ),
+    "Config.log_level": ("Log level. Env: `RAGCANARY_LOG_LEVEL`.", "warning"),
+    "Config.log_format": (
+        "`json` or `console`; unset: console on a terminal, JSON otherwise. Env: `RAGCANARY_LOG_FORMAT`.",
+        "json",
+    ),
+    "Config.admin_token": (
+        "Bearer token for `POST /-/reload` and pinning baselines; unset disables both. Set it with `RAGCANARY_ADMIN_TOKEN`, not in the file.",
+        "${RAGCANARY_ADMIN_TOKEN}",
+    ),
+    "Config.retention": ("Runs older than this are pruned (a pinned baseline never is).", "14d"),
+    "Config.retention_failed": ("Regressed and unavailable runs are kept this long.", "180d"),
+    "Config.targets": ("Retrievers by name; see *targets.NAME*.", "{docs-search: {...}}"),
+    "Config.suites": ("Suites by name; see *suites.NAME*.", "{core: {...}}"),
+    "TargetConfig.url": ("The retriever's endpoint.", "http://127.0.0.1:8088/search"),
+    "TargetConfig.method": (
+        "POST sends `body` as JSON; GET sends `params` in the query string.",
+        "GET",
+    ),
+    "TargetConfig.headers": (
+        "Sent with every query; values are secrets (never logged). `${VAR}` from the environment.",
+        '{Authorization: "Bearer ${DOCS_TOKEN}"}',
+    ),
+    "TargetConfig.body": (
+        'JSON body template; `{query}` and `{k}` (the suite\'s depth) are filled in; a value that is exactly `"{k}"` is sent as a number.',
+        '{q: "{query}", limit: "{k}"}',
+    ),
+    "TargetConfig.params": (
+        "Query-string template, with the same placeholders as `body`.",
+        '{q: "{query}", n: "{k}"}',
+    ),
+    "TargetConfig.results": ("JMESPath to the list of hits in the answer.", "data.matches"),
+    "TargetConfig.id": (
+        "JMESPath to the document id inside a hit (at most 512 characters).",
+        "metadata.doc_id",
+    ),
+    "TargetConfig.score": (
+        "JMESPath to the score inside a hit; `null` when the target returns none.",
+        "relevance",
+    ),
+    "TargetConfig.timeout": ("Deadline of one query, all of it (connect, answer, body).", "2s"),
+    "TargetConfig.concurrency": (
+        "Queries in flight at once against this target (shared by its suites).",
+        "4",
+    ),
+    "TargetConfig.rate_limit": (
+        "Never more than this many queries per second; unset: no limit.",
+        "20/s",
+    ),
+    "TargetConfig.retries": (
+        "Retries of a query on timeout, connect error, 5xx or 429 (Retry-After honoured).",
+        "2",
+    ),
+    "TargetConfig.max_response_bytes": (
+        "Answers larger than this (after decompression) are `bad_response`.",
+        "2000000",
+    ),
+    "TargetConfig.verify_tls": ("Verify the target's TLS certificate.", "false"),
+    "TargetConfig.follow_redirects": (
+        "`same-origin`: follow redirects only to the same scheme, host and port; `any`: also elsewhere, with every configured header dropped.",
+        "any",
+    ),
+    "SuiteConfig.cases": (
+        "The suite file (YAML, JSON or JSONL), relative to the config file.",
+        "suites/core.yaml",
+    ),
+    "SuiteConfig.targets": ("Targets this suite runs against (one job each).", "[docs-search]"),
+    "SuiteConfig.every": (
+        "Interval between runs (at least 1s); the default when neither `every` nor `cron` is set is 5m.",
+        "1m",
+    ),
+    "SuiteConfig.cron": (
+        "A crontab schedule instead of `every` (weekdays: 1 is Monday, 0 and 7 Sunday).",
+        '"*/5 * * * *"',
+    ),
+    "SuiteConfig.k": ("Cut-offs reported for Hit@k, P@k, R@k, NDCG@k, AP@k.", "[1, 5, 10]"),
+    "SuiteConfig.depth": ("Results asked for and stored per query; at least the largest k.", "20"),
+    "SuiteConfig.baseline": (
+        "`pinned`: compare with the pinned run (the first healthy one until someone pins another); `previous`: with the previous answered run.",
+        "previous",
+    ),
+    "SuiteConfig.min_coverage": (
+        "A run with fewer answered queries is `unavailable` (exit 3), never a quality regression.",
+        "0.8",
+    ),
+    "SuiteConfig.gain": (
+        "NDCG gain: `linear` like trec_eval, or `exponential` (2^grade - 1).",
+        "exponential",
+    ),
+    "SuiteConfig.thresholds": ("When a run fails; see *thresholds*.", "{max_drop: 0.05}"),
+    "SuiteConfig.per_case_metrics": ("Also export per-case Hit@k and RR series (capped).", "true"),
+    "Thresholds.hit_rate": ("Absolute floors of Hit@k, by k (each k must be in `k`).", "{5: 0.8}"),
+    "Thresholds.precision": ("Absolute floors of P@k, by k.", "{5: 0.2}"),
+    "Thresholds.recall": ("Absolute floors of R@k, by k.", "{10: 0.7}"),
+    "Thresholds.ndcg": ("Absolute floors of NDCG@k, by k.", "{10: 0.6}"),
+    "Thresholds.map": ("Absolute floors of AP@k (MAP), by k.", "{10: 0.5}"),
+    "Thresholds.mrr": ("Absolute floor of MRR.", "0.5"),
+    "Thresholds.max_drop": (
+        "A drop of any aggregate metric vs the baseline larger than this, and significant, fails the run.",
+        "0.05",
+    ),
+    "Thresholds.score_drift": (
+        "Per (case, id) |score delta| vs the baseline counted as drifted.",
+        "0.05",
+    ),
+    "Thresholds.min_rank_overlap": (
+        "Mean RBO vs the baseline below this fails the run; `null` turns it off.",
+        "0.5",
+    ),
+    "Thresholds.significance": (
+        "p-value under which the paired permutation test calls a drop real.",
+        "0.01",
+    ),
+    "Case.id": ("Unique id of the canary (what `history --case` takes).", "reset-password"),
+    "Case.query": ("The query sent (at most 10,000 characters).", "how do I reset my password"),
+    "Case.relevant": (
+        "Ids that should come back: a list, or a map id -> grade for graded NDCG; `[]` makes a negative canary; absent: label-free (drift only).",
+        "{doc-7: 2, doc-2: 1}",
+    ),
+    "Case.tags": ("Free tags; aggregates are also reported per tag.", "[billing, negation]"),
+    "Case.weight": ("Weight of the case in the aggregates.", "2.0"),
+    "Case.min_score": (
+        "The top hit should score at least this (on the target's side of better).",
+        "0.5",
+    ),
+    "Case.max_score": (
+        "Negative canaries: no hit should score this well; required with `relevant: []`.",
+        "0.6",
+    ),
+}
+
+SECTIONS = (
+    ("Top level (`ragcanary.yaml`)", Config),
+    ("targets.NAME", TargetConfig),
+    ("suites.NAME", SuiteConfig),
+    ("suites.NAME.thresholds", Thresholds),
+    ("Suite file cases (`cases:` items)", Case),
+)
+
+
+def _fields(model: Any) -> list[tuple[str, str, str, str]]:
+    """(name, type, default, allowed values) of every field of ``model``."""
+    rows = []
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        written = typing.get_type_hints(model, include_extras=True)  # as in the source
+        for name, field in model.model_fields.items():
+            if field.default is not PydanticUndefined:
+                default = field.default
+            elif field.default_factory is not None:
+                default = field.default_factory()  # type: ignore[call-arg]
+            else:
+                default = "(required)"
+            validators = " ".join(map(str, field.metadata)) + str(written[name])
+            kind = _kind(written[name])
+            if "_duration" in validators or "_interval" in validators:
+                kind = "duration (30s, 5m, 1h, 7d)" + (" or null" if "null" in kind else "")
+                default = _duration(default)
+            elif "_rate" in validators:
+                kind = "rate (20/s, 600/m)" + (" or null" if "null" in kind else "")
+            rows.append((name, kind, _shown(default), _allowed(field.annotation)))
+    else:
+        hints = typing.get_type_hints(model)
+        for field in dataclasses.fields(model):
+            missing = field.default is dataclasses.MISSING
+            default = "(required)" if missing else field.default
+            rows.append(
+                (field.name, _kind(hints[field.name]), _shown(default), _allowed(hints[field.name]))
+            )
+    return rows
+
+
+def _duration(seconds: Any) -> Any:
+    """``seconds`` as a config duration (``30d``, ``5m``), or as it was when it is none."""
+    if not isinstance(seconds, int | float):
+        return seconds
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _kind(annotation: Any) -> str:
+    names = {float: "number", int: "integer", str: "text", bool: "true/false"}
+    if annotation in names:
+        return names[annotation]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return "one of the values listed"
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_kind(a) for a in args if a is not type(None)]
+        return " or ".join(kinds) + (" or null" if type(None) in args else "")
+    if origin is typing.Annotated:
+        base = args[0]
+        meta = " ".join(map(str, args[1:]))
+        if "_duration" in meta or "_interval" in meta:
+            return "duration (30s, 5m, 1h, 7d)"
+        if "_rate" in meta:
+            return "rate (20/s, 600/m)"
+        return _kind(base)
+    if origin in (list, tuple):
+        return f"list of {_kind(args[0])}" if args else "list"
+    if origin is dict or (origin is not None and "Mapping" in str(origin)):
+        return "map" if len(args) < 2 else f"map of {_kind(args[0])} to {_kind(args[1])}"
+    if annotation is typing.Any:
+        return "any JSON value"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _allowed(annotation: Any) -> str:
+    for part in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(part) is typing.Literal:
+            return ", ".join(f"`{v}`" for v in typing.get_args(part))
+    return ""
+
+
+def _shown(value: Any) -> str:
+    if value == "(required)":
+        return "required"
+    if isinstance(value, BaseModel):
+        return "(see below)"
+    if value is None:
+        return "`null`"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`" if value not in ({}, [], ()) else "empty"
+
+
+def render() -> str:
+    missing = [
+        f"{model.__name__}.{row[0]}"
+        for _, model in SECTIONS
+        for row in _fields(model)
+        if f"{model.__name__}.{row[0]}" not in DESCRIPTIONS
+    ]
+    if missing:
+        raise SystemExit(
+            f"no description for {', '.join(missing)}: add one to DESCRIPTIONS in {__file__}"
+        )
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from the models by `scripts/build_config_reference.py`; do not edit by hand.",
+        "Every field has a default unless it says *required*. `${VAR}` in any string value is",
+        "read from the environment; `$${` is a literal `${`. Durations are like `30s`, `5m`,",
+        "`1h`, `7d` (1s to 3650d). Config and suite files may be at most 10 MB; YAML anchors and",
+        "aliases are refused; a key given twice is an error.",
+    ]
+    for title, model in SECTIONS:
+        out += [
+            "",
+            f"## {title}",
+            "",
+            "| field | type | default | allowed | what it does | example |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, kind, default, allowed in _fields(model):
+            text, example = DESCRIPTIONS[f"{model.__name__}.{name}"]
+            cell = example.replace("|", "\\|")
+            out.append(f"| `{name}` | {kind} | {default} | {allowed} | {text} | `{cell}` |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    page = render()
+    if "--check" in sys.argv:
+        if not PAGE.exists() or PAGE.read_text(encoding="utf-8") != page:
+            print(f"{PAGE} is stale: run .venv/bin/python scripts/build_config_reference.py")
+            return 1
+        return 0
+    PAGE.write_text(page, encoding="utf-8")
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""What the API checks before a handler runs: the admin token first, then a capped body.
+
+A pure ASGI middleware, so that nothing of a refused request is read or parsed: the token of
+an admin route is checked on the headers alone (no body is read before it passes), a declared
+``Content-Length`` over the cap is refused at once, and a body without one is read only up to
+the cap. Handlers then get the body from memory.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+MAX_BODY_BYTES = 1_000_000
+NO_TOKEN = "admin API disabled: set RAGCANARY_ADMIN_TOKEN to enable it"
+BAD_TOKEN = "missing or wrong token: send Authorization: Bearer <RAGCANARY_ADMIN_TOKEN>"
+
+
+def is_admin_route(method: str, path: str) -> bool:
+    """Routes that change the daemon: reloading the config and pinning baselines."""
+    return method == "POST" and (path == "/-/reload" or path.startswith("/api/v1/baselines/"))
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """Whether ``header`` is exactly ``Bearer <token>`` (the scheme in any case), timing-safe."""
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        return False
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+class Guard:
+    """Authenticate admin routes and cap request bodies, before the app sees the request."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        admin_token: Callable[[], str | None],
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.app = app
+        self.admin_token = admin_token  # read per request: a reload may change it
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if is_admin_route(scope["method"], scope["path"]):
+            token = self.admin_token()
+            if not token:
+                await _answer(send, 403, NO_TOKEN)
+                return
+            if not bearer_matches(headers.get("authorization"), token):
+                await _answer(send, 401, BAD_TOKEN, {"www-authenticate": "Bearer"})
+                return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            await _answer(send, 413, self._too_large())
+            return
+        body, whole = await self._read_body(receive)
+        if not whole:
+            await _answer(send, 413, self._too_large())
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _too_large(self) -> str:
+        return f"request body over {self.max_body / 1_000_000:g} MB; send a smaller one"
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, bool]:
+        """The body, read until its end or one byte past the cap (then: not whole)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks), True  # the client left; the app will see it
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return b"", False
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), True
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read, then the client's later events."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _answer(
+    send: Send, status: int, detail: str, extra: dict[str, str] | None = None
+) -> None:
+    payload = json.dumps({"detail": detail}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"connection", b"close"),  # the unread body must not be taken for the next request
+        *((k.encode(), v.encode()) for k, v in (extra or {}).items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,41 @@
+"""What the HTTP API needs of the daemon: a narrow protocol, so neither imports the other."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ragcanary.serve.exporter import Exporter
+from ragcanary.serve.reloading import ReloadResult
+from ragcanary.store.keeper import RunKeeper
+from ragcanary.store.storage import Store
+from ragcanary.suites.loaded import LoadedConfig
+
+
+class Service(Protocol):
+    """The running daemon as the API sees it (``serve.daemon.Daemon`` is one)."""
+
+    @property
+    def loaded(self) -> LoadedConfig:
+        """The config in force (it changes on reload)."""
+        ...
+
+    @property
+    def exporter(self) -> Exporter: ...
+
+    @property
+    def keeper(self) -> RunKeeper: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    async def reload(self) -> ReloadResult:
+        """Load the config again; the old one keeps running when the new one is refused."""
+        ...
+
+    def next_runs(self) -> list[dict[str, Any]]:
+        """The schedule: each job and its next run time."""
+        ...
+
+    async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
+        """Pin ``run_id`` as the baseline of ``suite`` on ``target``."""
+        ...

@@ -1,0 +1,257 @@
+"""Schedules and reloads on a real `ragcanary serve`: every schedule form starts, `/-/reload`
+answers with what changed or the located problems, and a rejected reload changes nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from daemon_harness import DaemonProcess, config_yaml, free_port, running, wait_for
+from retrievers import FakeRetriever, graded_corpus, target_entry
+
+from ragcanary.serve.daemon import Daemon, suite_pairs
+from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.suites.loaded import load_config
+
+API_KEY = "sk-reload-5e1f0a"
+ADMIN_TOKEN = "adm-reload-77c2"  # POST /-/reload needs it (issue 11 item 9)
+QUERIES = [f"question {i:02d}" for i in range(6)]
+RUNS_S = 20.0
+FAST = {"cases": "cases.yaml", "targets": ["vendor"], "every": "1s", "k": [1, 5]}
+HOURLY = {"cases": "cases.yaml", "targets": ["vendor"], "every": "1h", "k": [1, 5]}
+CRON = {"cases": "cases.yaml", "targets": ["vendor"], "cron": "* * * * *", "k": [1, 5]}
+BOMB = "\n".join(
+    [
+        'lol0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        *(f"lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)),
+        "suites: *l9",
+    ]
+)
+
+
+@dataclass
+class Setup:
+    """A retriever and a config directory; ``write`` sets the suites the daemon serves."""
+
+    directory: Path
+    retriever: FakeRetriever
+    port: int
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "ragcanary.yaml"
+
+    def write(self, suites: dict[str, Any], extra: str = "") -> None:
+        data = {
+            "storage": f"sqlite:///{self.directory / 'ragcanary.db'}",
+            "listen": f"127.0.0.1:{self.port}",
+            "targets": {"vendor": target_entry(self.retriever.url, timeout="5s", retries=0)},
+            "suites": suites,
+        }
+        self.config.write_text(yaml.safe_dump(data, sort_keys=False) + extra, encoding="utf-8")
+
+    def daemon(self) -> DaemonProcess:
+        env = {"VENDOR_KEY": API_KEY, "RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN}
+        return DaemonProcess(self.config, self.port, env)
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    cases = [
+        {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
+    ]
+    (tmp_path / "cases.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
+    with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever:
+        yield Setup(tmp_path, retriever, free_port())
+
+
+def reload(daemon: DaemonProcess) -> Any:
+    return daemon.post("/-/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+
+
+def jobs(daemon: DaemonProcess) -> dict[str, dict[str, Any]]:
+    answer = daemon.get("/api/v1/jobs")
+    assert answer.status_code == 200, answer.text
+    return {f"{j['suite']}/{j['target']}": j for j in answer.json()["jobs"]}
+
+
+def reload_gauge(daemon: DaemonProcess) -> float | None:
+    return daemon.scrape().value("ragcanary_config_last_reload_successful")
+
+
+def test_serve_starts_with_every_schedule_form_and_runs_them(setup: Setup) -> None:
+    """A cron: suite beside an every: suite: serve starts, lists both jobs and runs them."""
+    setup.write({"fast": FAST, "minutely": CRON})
+    with running(setup.daemon()) as daemon:
+        daemon.wait_runs("fast", "vendor", 2, RUNS_S)
+        listed = jobs(daemon)
+        assert set(listed) == {"fast/vendor", "minutely/vendor"}
+        assert listed["minutely/vendor"]["trigger"].startswith("cron[")
+        assert listed["minutely/vendor"]["next_run_at"] is not None
+        assert daemon.process.poll() is None
+
+
+def test_reload_into_a_cron_config_answers_what_changed(setup: Setup) -> None:
+    """Adding a cron suite by reload is 200 with the job added; the running one is unchanged."""
+    setup.write({"fast": FAST})
+    with running(setup.daemon()) as daemon:
+        setup.write({"fast": FAST, "minutely": CRON})
+        answer = reload(daemon)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["reloaded"] is True
+        assert body["changes"]["jobs"] == {
+            "added": ["minutely/vendor"],
+            "removed": [],
+            "changed": [],
+            "unchanged": ["fast/vendor"],
+        }
+        assert body["changes"]["targets"]["unchanged"] == ["vendor"]
+        assert reload_gauge(daemon) == 1
+        assert set(jobs(daemon)) == {"fast/vendor", "minutely/vendor"}
+        daemon.wait_runs("fast", "vendor", 1, RUNS_S)
+
+
+@pytest.mark.parametrize("bad", ["alias bomb", "60 MB", "every: 1ms", "duplicate key"])
+def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str) -> None:
+    """400 with each located problem; the old jobs keep their times and keep running."""
+    setup.write({"fast": FAST, "hourly": HOURLY})
+    with running(setup.daemon()) as daemon:
+        before = jobs(daemon)
+        if bad == "alias bomb":
+            setup.config.write_text(BOMB, encoding="utf-8")
+            expected = "YAML anchor &l0 is not allowed"
+        elif bad == "60 MB":
+            with setup.config.open("ab") as handle:
+                handle.truncate(60_000_000)
+            expected = "the file is 60.0 MB"
+        elif bad == "every: 1ms":
+            setup.write({"fast": {**FAST, "every": "1ms"}, "hourly": HOURLY})
+            expected = "suites.fast.every: '1ms' is shorter than 1s"
+        else:
+            setup.write({"fast": FAST, "hourly": HOURLY}, extra="listen: 127.0.0.1:1\n")
+            expected = "key 'listen' appears twice"
+        started = time.monotonic()
+        answer = reload(daemon)
+        assert time.monotonic() - started < 5
+        assert answer.status_code == 400, answer.text
+        body = answer.json()
+        assert body["reloaded"] is False
+        assert any(expected in p and str(setup.config) in p for p in body["problems"]), body
+        assert all(" line " in p or bad == "60 MB" for p in body["problems"]), body
+        assert reload_gauge(daemon) == 0
+        after = jobs(daemon)
+        assert set(after) == set(before)
+        assert after["hourly/vendor"]["next_run_at"] == before["hourly/vendor"]["next_run_at"]
+        daemon.wait_runs("fast", "vendor", 2, RUNS_S)
+        assert daemon.process.poll() is None
+
+
+def test_reloads_leave_the_schedule_of_unchanged_jobs_alone(setup: Setup) -> None:
+    """A hundred reloads of the same config never move an hourly job's next run."""
+    setup.write({"hourly": HOURLY})
+    with running(setup.daemon()) as daemon:
+        first = datetime.fromisoformat(jobs(daemon)["hourly/vendor"]["next_run_at"])
+        for _ in range(100):
+            answer = reload(daemon)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["changes"]["jobs"]["unchanged"] == ["hourly/vendor"]
+        last = datetime.fromisoformat(jobs(daemon)["hourly/vendor"]["next_run_at"])
+        # Unless its first run came meanwhile (then the next is an hour on), it is where it was.
+        assert last == first or (datetime.now(UTC) >= first and last >= first + timedelta(hours=1))
+
+
+def test_a_changed_schedule_is_rescheduled_and_reported_changed(setup: Setup) -> None:
+    """A suite whose interval changes gets the new trigger; the other keeps its next run."""
+    setup.write({"fast": FAST, "hourly": HOURLY})
+    with running(setup.daemon()) as daemon:
+        before = jobs(daemon)
+        setup.write({"fast": {**FAST, "every": "2s"}, "hourly": HOURLY})
+        answer = reload(daemon)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["changes"]["jobs"]["changed"] == ["fast/vendor"]
+        after = jobs(daemon)
+        assert "0:00:02" in after["fast/vendor"]["trigger"]
+        assert after["hourly/vendor"]["next_run_at"] == before["hourly/vendor"]["next_run_at"]
+
+
+def test_concurrent_reloads_and_sighup_run_one_at_a_time(setup: Setup) -> None:
+    """Twenty reloads at once, plus SIGHUP, all succeed and leave exactly the configured jobs."""
+    setup.write({"fast": FAST})
+    with running(setup.daemon()) as daemon:
+        setup.write({"fast": FAST, "hourly": HOURLY})
+        daemon.signal(signal.SIGHUP)
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            answers = list(pool.map(lambda _: reload(daemon), range(20)))
+        assert [a.status_code for a in answers] == [200] * 20
+        added = [a.json()["changes"]["jobs"]["added"] for a in answers]
+        assert sum(1 for a in added if a) <= 1  # the job is added once, by whichever came first
+        wait_for(lambda: set(jobs(daemon)) == {"fast/vendor", "hourly/vendor"}, RUNS_S, "jobs")
+        assert reload_gauge(daemon) == 1
+
+
+class ExporterThatFailsOnce(Exporter):
+    """An exporter whose next ``load`` fails, as a bug in applying a config would."""
+
+    fail_next = False
+
+    def load(self, pairs: Mapping[str, SuitePairs], *, config_hash: str | None = None) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("the registry refused a series")
+        super().load(pairs, config_hash=config_hash)
+
+
+@pytest.mark.anyio
+async def test_a_reload_that_fails_to_apply_is_rolled_back(tmp_path: Path) -> None:
+    """Half-applied is not an outcome: the old jobs, times and config stay, the gauge says 0."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"hourly": HOURLY, "daily": {**HOURLY, "every": "1d"}},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": API_KEY}
+    exporter = ExporterThatFailsOnce()
+    daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
+    exporter.load(suite_pairs(daemon.loaded))
+    daemon.scheduler.start(paused=True)  # jobs are laid out but none runs during the test
+    daemon._schedule_all()
+    before = {job.id: (str(job.trigger), job.next_run_time) for job in daemon.scheduler.get_jobs()}
+    old = daemon.loaded
+    config["suites"] = {"hourly": {**HOURLY, "every": "2h"}, "minutely": CRON}
+    path.write_text(config_yaml(config), encoding="utf-8")
+    exporter.fail_next = True
+    try:
+        result = await daemon.reload()
+        assert (result.reloaded, result.status) == (False, 500)
+        assert "rolled back" in result.problems[0]
+        after = {
+            job.id: (str(job.trigger), job.next_run_time) for job in daemon.scheduler.get_jobs()
+        }
+        assert after == before
+        assert daemon.loaded is old
+        assert "ragcanary_config_last_reload_successful 0.0" in exporter.exposition().decode()
+        # The same config applies cleanly once nothing fails.
+        assert (await daemon.reload()).status == 200
+        assert {job.id for job in daemon.scheduler.get_jobs()} == {
+            "prune",
+            "hourly/vendor",
+            "minutely/vendor",
+        }
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        await daemon.keeper.close()
