@@ -63,16 +63,27 @@ def _daemon(directory: Path, storage: str, url: str) -> DaemonProcess:
 
 
 @contextlib.contextmanager
-def immutable(path: Path) -> Iterator[None]:
-    """``path`` cannot be written, not even by root (``chattr +i``), until the block ends."""
+def immutable(database: Path) -> Iterator[None]:
+    """The SQLite database cannot be written, not even by root (``chattr +i``), in the block.
+
+    Its write-ahead log too: a connection already open writes there, not to the database
+    file. Not the shared-memory index: SQLite maps it, and writing a mapped page of an
+    immutable file kills the process (SIGBUS) before any error could be handled.
+    """
+    wal = database.with_name(database.name + "-wal")
+    files = [p for p in (database, wal) if p.exists()]
     try:
-        subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True, timeout=10)
+        for path in files:
+            subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True, timeout=10)
     except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot make {path} immutable with chattr: {exc}")
+        pytest.skip(f"cannot make {database} immutable with chattr: {exc}")
     try:
         yield
     finally:
-        subprocess.run(["chattr", "-i", str(path)], check=True, capture_output=True, timeout=10)
+        for path in files:
+            subprocess.run(
+                ["chattr", "-i", str(path)], check=False, capture_output=True, timeout=10
+            )
 
 
 def _environment(daemon: DaemonProcess) -> dict[str, str]:

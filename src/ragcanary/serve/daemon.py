@@ -47,7 +47,7 @@ PRUNE_EVERY_S = 3600.0
 KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every scrape)
 # Buffered runs are retried after this, doubling while storage refuses them, up to the max.
 STORAGE_RETRY_S = 1.0
-STORAGE_RETRY_MAX_S = 30.0
+STORAGE_RETRY_MAX_S = 10.0
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
 
 

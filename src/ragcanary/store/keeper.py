@@ -159,6 +159,8 @@ class RunKeeper:
         except StorageError as exc:
             self._on_error("check")
             return str(exc)
+        if self.down or self.writer.pending:
+            await self.retry()  # storage takes writes again: store what waits now
         return None
 
     def replay_spool(self) -> int:
