@@ -190,6 +190,20 @@ def test_sigterm_while_storage_refuses_writes_loses_no_run(
     assert not spool.exists()
 
 
+def _assert_refused(second: DaemonProcess, holder: DaemonProcess) -> None:
+    """``second`` exits 2 at once, naming the pid of ``holder``, the daemon on its storage."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ragcanary", "serve", "-c", str(second.config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_environment(second),
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"in use by another ragcanary serve (pid {holder.process.pid})" in done.stderr
+
+
 def test_second_daemon_on_one_sqlite_file_exits_2_naming_the_first(
     tmp_path: Path, retriever: FakeRetriever
 ) -> None:
@@ -197,16 +211,7 @@ def test_second_daemon_on_one_sqlite_file_exits_2_naming_the_first(
     first = _daemon(tmp_path / "a", storage, retriever.url)
     with running(first):
         second = _daemon(tmp_path / "b", storage, retriever.url)
-        done = subprocess.run(
-            [sys.executable, "-m", "ragcanary", "serve", "-c", str(second.config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_environment(second),
-            check=False,
-        )
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert f"in use by another ragcanary serve (pid {first.process.pid})" in done.stderr
+        _assert_refused(second, holder=first)
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"http://127.0.0.1:{second.port}/healthz", timeout=2)
         assert first.get("/healthz").status_code == 200
@@ -219,16 +224,7 @@ def test_second_daemon_on_one_postgres_schema_exits_2_naming_the_first(
     with running(first):
         first.wait_runs("core", "vendor", 1, RUNS_S)
         second = _daemon(tmp_path / "b", postgres_url, retriever.url)
-        done = subprocess.run(
-            [sys.executable, "-m", "ragcanary", "serve", "-c", str(second.config)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_environment(second),
-            check=False,
-        )
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert f"in use by another ragcanary serve (pid {first.process.pid})" in done.stderr
+        _assert_refused(second, holder=first)
 
 
 @pytest.mark.slow
