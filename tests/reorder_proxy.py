@@ -8,15 +8,15 @@ were while NDCG falls: a regression by NDCG only, which the demo's own modes can
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib.resources import files
 from types import TracebackType
 from typing import Any
 
 import httpx
 import yaml
+from retrievers import ServerThread
 
 
 def demo_grades() -> dict[str, dict[str, float]]:
@@ -55,12 +55,12 @@ class ReorderProxy:
         self.demote = False
         self.grades = demo_grades()
         self._client = httpx.Client(timeout=10)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serving: ServerThread | None = None
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        assert self._serving is not None, "enter the ReorderProxy first"
+        return self._serving.address[1]
 
     def answer(self, body: bytes) -> tuple[int, bytes]:
         """The upstream's status and body for a search request, reordered when demoting."""
@@ -75,7 +75,7 @@ class ReorderProxy:
         return 200, json.dumps(payload).encode("utf-8")
 
     def __enter__(self) -> ReorderProxy:
-        self._thread.start()
+        self._serving = ServerThread(_handler(self))
         return self
 
     def __exit__(
@@ -84,9 +84,8 @@ class ReorderProxy:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        if self._serving is not None:
+            self._serving.stop()
         self._client.close()
 
 

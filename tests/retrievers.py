@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -63,9 +64,13 @@ class Recorded:
 class ServerThread:
     """A ThreadingHTTPServer on 127.0.0.1 (a free port) serving from a daemon thread."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None
+    ) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
+        if tls is not None:  # HTTPS with this server-side context
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )

@@ -12,9 +12,8 @@ import shutil
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import httpx
 import pytest
 import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
-from retrievers import target_entry
+from retrievers import ServerThread, target_entry
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError
@@ -53,19 +52,14 @@ class EchoingRetriever:
     """
 
     def __enter__(self) -> EchoingRetriever:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoHandler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._serving = ServerThread(_EchoHandler)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._serving.stop()
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        return f"http://127.0.0.1:{self._serving.address[1]}{path}"
 
 
 class _EchoHandler(BaseHTTPRequestHandler):
@@ -280,17 +274,11 @@ def https_retriever(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HitsHandler)
-    server.daemon_threads = True
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serving = ServerThread(_HitsHandler, tls=context)
     try:
-        yield f"https://127.0.0.1:{server.server_address[1]}/search"
+        yield f"https://127.0.0.1:{serving.address[1]}/search"
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        serving.stop()
 
 
 class _HitsHandler(BaseHTTPRequestHandler):
