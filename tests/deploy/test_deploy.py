@@ -764,19 +764,20 @@ def test_postgres_overlay_stores_in_postgresql_without_a_volume_claim() -> None:
 def test_production_install_has_no_demo_dependencies_and_runs(
     production_venv: Path, tmp_path: Path
 ) -> None:
-    """Without extras: no bm25s, `run` gates a live retriever, `demo` names the extra to install.
+    """Without extras: no bm25s or numpy, `run` gates a live retriever, `demo` names the extra.
 
     20-40 s: a wheel build and a virtualenv with the core dependencies.
     """
     python = str(production_venv / "python")
-    missing = subprocess.run(
-        [python, "-c", "import importlib.metadata as m; m.version('bm25s')"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert missing.returncode != 0, "the production install pulled in the demo's bm25s"
+    for package in ("bm25s", "numpy"):
+        missing = subprocess.run(
+            [python, "-c", f"import importlib.metadata as m; m.version({package!r})"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert missing.returncode != 0, f"the production install pulled in the demo's {package}"
     ragcanary = str(production_venv / "ragcanary")
     with FakeRetriever() as retriever:
         config = tmp_path / "ragcanary.yaml"

@@ -13,6 +13,12 @@ from ragcanary.measure.stats import bootstrap_cis, permutation_test
 
 RunOutcome = Literal["ok", "regression", "unavailable"]
 
+# Resamples behind each confidence interval. The interval only informs; the verdict rests
+# on the permutation test's p-value (10,000 sign vectors). 2,000 resamples put each bound
+# within about 3% of the interval's half-width of its limit (Efron & Tibshirani's advice
+# for percentile intervals) at a fifth of the cost of 10,000 in plain Python.
+CI_ROUNDS = 2_000
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -103,7 +109,7 @@ def compare_scores(current: RunScores, baseline: RunScores, seed: int = 0) -> di
         [a - b for a, b in zip(row_a, row_b, strict=True)]
         for row_a, row_b in zip(after, before, strict=True)
     ]
-    intervals = bootstrap_cis(deltas, weights, seed=seed, columns=len(names))
+    intervals = bootstrap_cis(deltas, weights, rounds=CI_ROUNDS, seed=seed, columns=len(names))
     changes: dict[str, Change] = {}
     for i, name in enumerate(names):
         column = [row[i] for row in deltas]
