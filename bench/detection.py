@@ -39,6 +39,7 @@ from ragcanary.config.model import SuiteConfig, Thresholds
 from ragcanary.demo import retriever as demo
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import run_from_report, to_report
 from ragcanary.suites.suite import Suite, load_suite
 
@@ -140,7 +141,7 @@ class World:
     def baseline(self, rng: np.random.Generator, sigma: float) -> RunResult:
         """The first run, through the report round trip the daemon's pinned baseline takes."""
         first = self.run(rng, sigma, 0)
-        return run_from_report(to_report(evaluate(first, self.config)), self.suite)
+        return run_from_report(to_report(evaluate(first, settings_for(self.config))), self.suite)
 
     def droppable(self) -> list[str]:
         """Canaries of weight 1 whose true top 3 holds a relevant document: Hit@5 is 1 for sure."""
@@ -264,7 +265,7 @@ def watch_unchanged(
     for number in range(first, first + count):
         run = world.run(rng, sigma, number + 1)
         started = time.perf_counter()
-        evaluation = evaluate(run, world.config, baseline)
+        evaluation = evaluate(run, settings_for(world.config), baseline)
         spent += time.perf_counter() - started
         observed.append(_observe(world, evaluation, rules))
     return observed, spent
@@ -303,7 +304,7 @@ def watch_incident(
     else:
         incident = Incident(shift=SHIFT)
     evaluations = [
-        evaluate(world.run(rng, sigma, n, incident), world.config, baseline)
+        evaluate(world.run(rng, sigma, n, incident), settings_for(world.config), baseline)
         for n in range(1, horizon + 1)
     ]
     runs = [_observe(world, e, rules) for e in evaluations]

@@ -19,6 +19,7 @@ from timing import median_seconds
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.probe.cycle import settings_for
 from ragcanary.suites.suite import Case
 
 TITLE = "Evaluation cost"
@@ -59,7 +60,7 @@ def build_runs(cases: int, seed: int = 0) -> tuple[RunResult, RunResult]:
 
 def run(quick: bool) -> dict[str, Any]:
     """Median evaluate() time per suite size, with and without a baseline."""
-    config = SuiteConfig(cases="core.yaml", targets=["search"], k=KS, depth=DEPTH)
+    config = settings_for(SuiteConfig(cases="core.yaml", targets=["search"], k=KS, depth=DEPTH))
     rows = []
     for size, repeat in (QUICK if quick else FULL).items():
         baseline, current = build_runs(size)
@@ -99,9 +100,10 @@ def render(result: dict[str, Any]) -> str:
         " and the first place to look for a suite of tens of thousands."
     )
     what = (
-        "`ragcanary.measure.evaluation.evaluate(run, suite, baseline)` in one process: scoring (5"
-        " measures x k = [1, 3, 5, 10], plus MRR), drift against the baseline and the verdict,"
-        " whose permutation test and bootstrap CI run 10,000 rounds per aggregate metric."
+        "`ragcanary.measure.evaluation.evaluate(run, settings, baseline)` in one process: scoring"
+        " (5 measures x k = [1, 3, 5, 10], plus MRR), drift against the baseline and the verdict,"
+        " whose permutation test runs 10,000 rounds per aggregate metric and whose bootstrap CI"
+        " 2,000 resamples shared by all metrics."
         " Synthetic suites of labelled cases with 3 judged ids each, depth 10, a quarter of"
         " them re-ranked against the baseline (`build_runs` in `bench/evaluation.py`). The"
         " reference is the same run evaluated without a baseline (scoring and floors only);"

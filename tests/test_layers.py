@@ -46,6 +46,7 @@ def test_the_package_keeps_every_contract() -> None:
         ("probe/runner.py", "import ragcanary.serve.exporter", "Wings import only"),
         ("config/units.py", "import ragcanary.suites.suite", "Wings import only"),
         ("serve/api.py", "import ragcanary.serve.daemon", "narrow protocol"),
+        ("measure/evaluation.py", "import ragcanary.config.model", "plain settings"),
     ],
 )
 def test_an_import_against_the_layers_fails_the_build(

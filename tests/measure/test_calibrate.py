@@ -20,6 +20,7 @@ from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import score_run
+from ragcanary.probe.cycle import settings_for
 
 SUITE = SuiteConfig(cases="core.yaml", targets=["search"], k=[1, 3], depth=5)
 CASES = [case(f"c{i}", [f"rel-{i}"]) for i in range(4)] + [case("free")]
@@ -68,12 +69,12 @@ def _assert_runs_pass(
         assert drift.rank_overlap is not None
         assert drift.rank_overlap >= suggested["min_rank_overlap"]
         if judge:
-            assert evaluate(later, _with(suggested), runs[0]).verdict.outcome == "ok"
+            assert evaluate(later, settings_for(_with(suggested)), runs[0]).verdict.outcome == "ok"
 
 
 @pytest.mark.parametrize("n", [2, 3, 10])
 def test_identical_runs_have_no_spread_and_floor_suggestions(n: int) -> None:
-    noise = measure_noise(_steady(n), SUITE)
+    noise = measure_noise(_steady(n), settings_for(SUITE))
     assert noise.runs == n
     assert noise.metrics
     assert all(s.std == 0 and s.low == s.high == s.mean for s in noise.metrics.values())
@@ -89,19 +90,19 @@ def test_identical_runs_have_no_spread_and_floor_suggestions(n: int) -> None:
 
 
 def test_a_single_run_has_no_comparison_and_floor_suggestions() -> None:
-    noise = measure_noise(_steady(1), SUITE)
+    noise = measure_noise(_steady(1), settings_for(SUITE))
     assert (noise.rank_overlap, noise.score_delta, noise.top_score_delta) == (None, None, None)
     assert noise.suggested == FLOORS
 
 
 def test_no_runs_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one run"):
-        measure_noise([], SUITE)
+        measure_noise([], settings_for(SUITE))
 
 
 def test_noisy_runs_give_larger_suggestions_that_the_runs_themselves_pass() -> None:
     runs = _noisy(5, seed=7)
-    noise = measure_noise(runs, SUITE)
+    noise = measure_noise(runs, settings_for(SUITE))
     assert noise.suggested["max_drop"] > FLOORS["max_drop"]
     assert noise.suggested["score_drift"] > FLOORS["score_drift"]
     assert noise.suggested["min_rank_overlap"] < FLOORS["min_rank_overlap"]
@@ -113,7 +114,7 @@ def test_noisy_runs_give_larger_suggestions_that_the_runs_themselves_pass() -> N
 
 
 def test_score_jitter_alone_moves_score_drift_but_not_rank_or_metrics() -> None:
-    noise = measure_noise(_noisy(4, seed=1, jitter=0.02, swap=0.0), SUITE)
+    noise = measure_noise(_noisy(4, seed=1, jitter=0.02, swap=0.0), settings_for(SUITE))
     assert noise.suggested["max_drop"] == FLOORS["max_drop"]
     assert noise.suggested["min_rank_overlap"] == FLOORS["min_rank_overlap"]
     assert 0.01 < noise.suggested["score_drift"] <= 0.06
@@ -128,7 +129,7 @@ def test_max_drop_covers_one_outlying_run_among_many() -> None:
     pairs = [(c, answer([f"rel-{i}", "x", "y"], [0.9, 0.7, 0.5])) for i, c in enumerate(CASES)]
     pairs[0] = (CASES[0], answer(["x", "rel-0", "y"], [0.9, 0.7, 0.5]))
     outlier = run(pairs, run_id="outlier")
-    noise = measure_noise([*runs, outlier], SUITE)
+    noise = measure_noise([*runs, outlier], settings_for(SUITE))
     assert noise.metrics["hit_rate@1"].high - noise.metrics["hit_rate@1"].low == 0.25
     assert noise.suggested["max_drop"] >= 0.25
     _assert_runs_pass([*runs, outlier], noise.suggested)
@@ -145,7 +146,7 @@ def test_suggestions_never_fail_the_runs_they_came_from(
     n: int, seed: int, jitter: float, swap: float
 ) -> None:
     runs = _noisy(n, seed, jitter, swap)
-    noise = measure_noise(runs, SUITE)
+    noise = measure_noise(runs, settings_for(SUITE))
     assert all(noise.suggested[k] >= v for k, v in FLOORS.items() if k != "min_rank_overlap")
     assert noise.suggested["min_rank_overlap"] <= FLOORS["min_rank_overlap"]
     _assert_runs_pass(runs, noise.suggested, judge=False)  # judging is slow; bounds suffice

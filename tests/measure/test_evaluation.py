@@ -11,6 +11,7 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
+from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
 
 SUITE = SuiteConfig(cases="suite.yaml", targets=["search"])
@@ -40,7 +41,7 @@ def _run(swapped: range, lost: range = range(0), jitter: float = 0.0) -> RunResu
 def test_near_tie_swaps_in_many_cases_are_not_a_regression() -> None:
     baseline = _run(swapped=range(0))
     current = _run(swapped=range(20), jitter=0.002)
-    evaluation = evaluate(current, SUITE, baseline)
+    evaluation = evaluate(current, settings_for(SUITE), baseline)
     assert evaluation.scores.metrics["hit_rate@1"] == 0.5  # reported as the target answered
     assert evaluation.verdict.outcome == "ok"
     # Deltas and regressed cases are measured on the lists as returned; only the verdict
@@ -56,7 +57,7 @@ def test_swaps_wider_than_the_score_noise_still_count() -> None:
         (c, answer([f"near{i}", f"rel{i}"], [0.9, 0.7]) if i < 20 else a.answer)
         for i, (c, a) in enumerate(zip(CASES, current.results, strict=True))
     ]
-    evaluation = evaluate(run(wide), SUITE, baseline)
+    evaluation = evaluate(run(wide), settings_for(SUITE), baseline)
     assert evaluation.verdict.outcome == "regression"
     assert "hit_rate@1" in {f.metric for f in evaluation.verdict.failures}
 
@@ -64,7 +65,7 @@ def test_swaps_wider_than_the_score_noise_still_count() -> None:
 def test_lost_relevant_documents_are_a_regression_despite_the_noise() -> None:
     baseline = _run(swapped=range(0))
     current = _run(swapped=range(10, 30), lost=range(5), jitter=0.002)
-    evaluation = evaluate(current, SUITE, baseline)
+    evaluation = evaluate(current, settings_for(SUITE), baseline)
     assert evaluation.verdict.outcome == "regression"
     assert evaluation.verdict.changes["hit_rate@5"].delta == -5 / 40
     lost = {r.case for r in evaluation.verdict.regressions if r.metric == "hit_rate@5"}
@@ -96,7 +97,7 @@ def test_index_noise_wider_than_score_drift_is_judged_as_returned() -> None:
     """Every score moved by up to 0.05 and the near-tied pairs swapped: a real drop."""
     baseline = _run(swapped=range(0))
     current = _run(swapped=range(20), jitter=0.05)
-    evaluation = evaluate(current, SUITE, baseline)
+    evaluation = evaluate(current, settings_for(SUITE), baseline)
     assert evaluation.drift is not None
     assert evaluation.drift.tie_tolerance(SUITE.thresholds.score_drift) == 0.0
     assert evaluation.verdict.outcome == "regression"
@@ -139,8 +140,8 @@ def test_report_deltas_are_exactly_current_minus_baseline(cases) -> None:
             )
         )
     suite = SuiteConfig(cases="suite.yaml", targets=["search"], min_coverage=0.0)
-    baseline = evaluate(run(before, "base"), suite)
-    current = to_report(evaluate(run(after), suite, run(before, "base")))
+    baseline = evaluate(run(before, "base"), settings_for(suite))
+    current = to_report(evaluate(run(after), settings_for(suite), run(before, "base")))
     expected = baseline.scores.metrics
     assert current["baseline"] is not None
     for metric, delta in current["baseline"]["deltas"].items():
@@ -158,6 +159,6 @@ def test_score_shift_keeps_the_sign_that_score_drift_drops() -> None:
             for c, r in zip(CASES, baseline.results, strict=True)
         ]
     )
-    report = to_report(evaluate(lowered, SUITE, baseline))
+    report = to_report(evaluate(lowered, settings_for(SUITE), baseline))
     assert report["baseline"]["score_drift"] == pytest.approx(0.05)
     assert report["baseline"]["score_shift"] == pytest.approx(-0.05)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
+from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
 from ragcanary.store import schema
 from ragcanary.store.storage import StorageError, StorageUnavailable, Store, make_engine
@@ -94,7 +95,7 @@ def evaluated_report() -> dict[str, Any]:
         ),
         started_at=NOW,
     )
-    return to_report(evaluate(current, suite, baseline))
+    return to_report(evaluate(current, settings_for(suite), baseline))
 
 
 def count_rows(url: str, table: str) -> int:

@@ -14,7 +14,7 @@ from rich.table import Table
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
-from ragcanary.probe.cycle import run_cycle
+from ragcanary.probe.cycle import run_cycle, settings_for
 from ragcanary.probe.target import make_client
 from ragcanary.reports.report import failure_kinds, run_from_report, to_report
 from ragcanary.reports.table import render_report
@@ -517,7 +517,7 @@ async def calibrate_noise(
             f"{evaluation.run.duration_s:.2f}s"
         )
         results.append(evaluation.run)
-    noise = measure_noise(results, loaded.config.suites[suite])
+    noise = measure_noise(results, settings_for(loaded.config.suites[suite]))
     table = Table(
         title=f"noise over {noise.runs} runs of {suite} on {target}", title_justify="left"
     )

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean, pstdev
 
-from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import score_run
+from ragcanary.measure.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _down(value: float, step: float) -> float:
     return round(math.floor(value / step + 1e-9) * step, 6)
 
 
-def measure_noise(runs: Sequence[RunResult], suite: SuiteConfig) -> Noise:
+def measure_noise(runs: Sequence[RunResult], settings: Settings) -> Noise:
     """How much every signal moves when nothing changed, and thresholds that would not cry wolf.
 
     Suggestions: ``max_drop`` three standard deviations of the noisiest aggregate, or the widest
@@ -58,7 +58,7 @@ def measure_noise(runs: Sequence[RunResult], suite: SuiteConfig) -> Noise:
     """
     if not runs:
         raise ValueError("calibration needs at least one run")
-    scored = [score_run(r, suite.k, suite.depth, suite.gain) for r in runs]
+    scored = [score_run(r, settings.ks, settings.depth, settings.gain) for r in runs]
     names = sorted({m for s in scored for m in s.metrics})
     metrics = {
         m: spread
@@ -69,7 +69,7 @@ def measure_noise(runs: Sequence[RunResult], suite: SuiteConfig) -> Noise:
     deltas: list[float] = []
     tops: list[float] = []
     for later in runs[1:]:
-        drift = compare_runs(later, runs[0], suite.depth, suite.thresholds.score_drift)
+        drift = compare_runs(later, runs[0], settings.depth, settings.score_drift)
         rbos.extend(c.rbo for c in drift.per_case.values())
         deltas.extend(abs(d) for c in drift.per_case.values() for d in c.score_deltas.values())
         tops.extend(abs(c.top1_delta) for c in drift.per_case.values() if c.top1_delta is not None)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.drift import Drift, align_run, compare_runs
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import RunScores, score_run
-from ragcanary.measure.verdict import Policy, Verdict, judge
+from ragcanary.measure.settings import Settings
+from ragcanary.measure.verdict import Verdict, judge
 
 
 @dataclass(frozen=True)
@@ -22,19 +22,7 @@ class Evaluation:
     baseline_run_id: str | None = None
 
 
-def policy_for(suite: SuiteConfig) -> Policy:
-    """The suite's thresholds as the verdict needs them."""
-    t = suite.thresholds
-    return Policy(
-        floors=t.floors(),
-        max_drop=t.max_drop,
-        significance=t.significance,
-        min_rank_overlap=t.min_rank_overlap,
-        min_coverage=suite.min_coverage,
-    )
-
-
-def evaluate(run: RunResult, suite: SuiteConfig, baseline: RunResult | None = None) -> Evaluation:
+def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = None) -> Evaluation:
     """Score ``run`` as the target returned it, compare it with ``baseline``, and judge it.
 
     1. Score: per-case and aggregate metrics of the rankings exactly as returned.
@@ -42,18 +30,19 @@ def evaluate(run: RunResult, suite: SuiteConfig, baseline: RunResult | None = No
     3. Judge: floors, canary checks, and drops beyond ``max_drop`` and beyond noise.
 
     Noise tolerance lives in the verdict only. While the scores did not drift (their
-    run-to-run spread stays within the suite's ``score_drift``), a drop must also hold once the
+    run-to-run spread stays within ``settings.score_drift``), a drop must also hold once the
     near-tie reorderings that this spread explains are undone (``drift.align_run``): an
     approximate index jittering against one baseline run then pages nobody. Once the scores
     themselves moved (a re-embedded or noisy index, a new model), no reordering is excused.
     Reported metrics, deltas and regressed cases are always those of the run as returned.
     """
-    scores = score_run(run, suite.k, suite.depth, suite.gain)
+    ks, depth, gain, policy = settings.ks, settings.depth, settings.gain, settings.policy
+    scores = score_run(run, ks, depth, gain)
     if baseline is None:
-        return Evaluation(run, scores, judge(scores, run.coverage, policy_for(suite)))
-    baseline_scores = score_run(baseline, suite.k, suite.depth, suite.gain)
-    drift = compare_runs(run, baseline, suite.depth, suite.thresholds.score_drift)
-    aligned = align_run(run, baseline, drift.tie_tolerance(suite.thresholds.score_drift))
-    noise_free = None if aligned is run else score_run(aligned, suite.k, suite.depth, suite.gain)
-    verdict = judge(scores, run.coverage, policy_for(suite), baseline_scores, drift, noise_free)
+        return Evaluation(run, scores, judge(scores, run.coverage, policy))
+    baseline_scores = score_run(baseline, ks, depth, gain)
+    drift = compare_runs(run, baseline, depth, settings.score_drift)
+    aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift))
+    noise_free = None if aligned is run else score_run(aligned, ks, depth, gain)
+    verdict = judge(scores, run.coverage, policy, baseline_scores, drift, noise_free)
     return Evaluation(run, scores, verdict, drift, baseline.run_id)

@@ -85,20 +85,18 @@ def permutation_test(
 
 
 def _sign_tables(contrib: list[float]) -> list[list[float]]:
-    """For each run of eight cases, the sum of their signed values under all 256 sign patterns.
+    """For each run of eight cases, the sum of their signed values under every sign pattern.
 
     A sign vector's mean is then one table lookup per eight cases instead of one
-    multiplication per case.
+    multiplication per case. Entry ``code`` of a table flips case i of its run when bit i
+    of ``code`` is set.
     """
     tables = []
     for start in range(0, len(contrib), 8):
-        chunk = contrib[start : start + 8]
-        tables.append(
-            [
-                math.fsum(-c if code >> i & 1 else c for i, c in enumerate(chunk))
-                for code in range(256)
-            ]
-        )
+        table = [0.0]
+        for c in contrib[start : start + 8]:
+            table = [t + c for t in table] + [t - c for t in table]
+        tables.append(table)
     return tables
 
 
@@ -152,21 +150,38 @@ def bootstrap_cis(
     if n == 0:
         return [(0.0, 0.0)] * width
     kept_weights = [w[i] for i in kept]
-    weighted = [[rows[i][j] * w[i] for i in kept] for j in range(width)]
-    uniform = len(set(kept_weights)) == 1
+    uniform_weight = kept_weights[0] if len(set(kept_weights)) == 1 else None
+    # Only cases with a non-zero delta add to a numerator. A resample's cases are looked up in
+    # ``slot`` (a case's 1-based place among those, or 0) and the zeros dropped, so that a run
+    # where most cases did not move costs little. The sums are the same to the last bit.
+    moved = [i for i in kept if any(rows[i])]
+    slot = [0] * len(w)
+    for place, i in enumerate(moved, start=1):
+        slot[i] = place
+    slots = [slot[i] for i in kept]
+    weighted = [[0.0, *(rows[i][j] * w[i] for i in moved)] for j in range(width)]
     draw = _index_sampler(n, seed)
     means: list[list[float]] = [[] for _ in range(width)]
     for _ in range(rounds):
-        pick = itemgetter(*draw()) if n > 1 else _first
-        total_weight = n * kept_weights[0] if uniform else sum(pick(kept_weights))
+        indices = draw()
+        picked = [*filter(None, itemgetter(*indices)(slots))] if n > 1 else slots[:1]
+        total_weight = (
+            n * uniform_weight
+            if uniform_weight is not None
+            else sum(itemgetter(*indices)(kept_weights) if n > 1 else kept_weights)
+        )
         for column, out in zip(weighted, means, strict=True):
-            out.append(sum(pick(column)) / total_weight)
+            out.append(_sum_at(column, picked) / total_weight)
     alpha = 1.0 - confidence
     return [(_quantile(m, alpha / 2), _quantile(m, 1.0 - alpha / 2)) for m in means]
 
 
-def _first(values: list[float]) -> tuple[float]:
-    return (values[0],)
+def _sum_at(values: list[float], places: list[int]) -> float:
+    """The sum of ``values`` at ``places``, repeats included, in the order given."""
+    if len(places) > 1:
+        total: float = sum(itemgetter(*places)(values))
+        return total
+    return values[places[0]] if places else 0.0
 
 
 def _index_sampler(n: int, seed: int) -> Callable[[], memoryview]:

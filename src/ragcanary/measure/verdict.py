@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -89,8 +89,13 @@ class Verdict:
     changes: Mapping[str, Change]  # aggregate metric -> change; empty without a baseline
 
 
-def compare_scores(current: RunScores, baseline: RunScores, seed: int = 0) -> dict[str, Change]:
-    """Every aggregate metric against the baseline: measured delta and paired statistics.
+def compare_scores(
+    current: RunScores,
+    baseline: RunScores,
+    seed: int = 0,
+    only: Collection[str] | None = None,
+) -> dict[str, Change]:
+    """Every aggregate metric (or those in ``only``) against the baseline: delta and statistics.
 
     The delta is the difference of the two runs' aggregates. The paired statistics (mean
     delta, p-value, bootstrap CI, wins/ties/losses) cover the cases labelled and answered in
@@ -102,7 +107,7 @@ def compare_scores(current: RunScores, baseline: RunScores, seed: int = 0) -> di
         return {}
     weights = [current.weights[c] for c in paired]
     total = sum(weights)
-    names = list(current.per_case[paired[0]])
+    names = [n for n in current.per_case[paired[0]] if only is None or aggregate_name(n) in only]
     before = [[baseline.per_case[c][n] for n in names] for c in paired]
     after = [[current.per_case[c][n] for n in names] for c in paired]
     deltas = [
@@ -183,21 +188,20 @@ def judge(
                 Failure("floor", f"{metric} {value:.4f} is below the floor {floor:.4f}", metric)
             )
     exact = drift is not None and drift.score_drift == 0.0
-    second: dict[str, Change] = {}
-    second_regressions: list[Regression] = []
-    if noise_free is not None and baseline is not None:
-        second = compare_scores(noise_free, baseline, policy.seed)
-        second_regressions = case_regressions(noise_free, baseline)
     for change in changes.values():
         why = _beyond_noise(change, regressions, policy, exact)
         if why is None:
             continue
-        recheck = second.get(change.metric)
-        if (
-            recheck is not None
-            and _beyond_noise(recheck, second_regressions, policy, exact) is None
-        ):
-            continue  # near-tied results swapped within the target's own score jitter
+        if noise_free is not None and baseline is not None:
+            # Asked only of a drop, so that a healthy run costs no second set of statistics.
+            second = compare_scores(noise_free, baseline, policy.seed, only={change.metric})
+            recheck = second.get(change.metric)
+            second_regressions = case_regressions(noise_free, baseline)
+            if (
+                recheck is not None
+                and _beyond_noise(recheck, second_regressions, policy, exact) is None
+            ):
+                continue  # near-tied results swapped within the target's own score jitter
         failures.append(
             Failure(
                 "drop",

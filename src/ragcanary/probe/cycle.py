@@ -6,12 +6,28 @@ from collections.abc import Callable
 
 import httpx
 
+from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import CaseResult, RunResult
+from ragcanary.measure.settings import Settings
+from ragcanary.measure.verdict import Policy
 from ragcanary.probe.runner import TargetGate, run_suite
 from ragcanary.probe.target import HttpTarget
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
+
+
+def settings_for(suite: SuiteConfig) -> Settings:
+    """The suite's config as the plain values measure takes."""
+    t = suite.thresholds
+    policy = Policy(
+        floors=t.floors(),
+        max_drop=t.max_drop,
+        significance=t.significance,
+        min_rank_overlap=t.min_rank_overlap,
+        min_coverage=suite.min_coverage,
+    )
+    return Settings(suite.k, suite.depth, suite.gain, t.score_drift, policy)
 
 
 async def run_cycle(
@@ -41,4 +57,4 @@ async def run_cycle(
         on_result=on_result,
         gate=gate,
     )
-    return evaluate(run, suite_cfg, baseline)
+    return evaluate(run, settings_for(suite_cfg), baseline)

@@ -11,19 +11,20 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.triggers.cron import CronTrigger
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.measure.evaluation import policy_for
+from ragcanary.probe.cycle import settings_for
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
 
 
 def verdict_thresholds(suite: SuiteConfig) -> dict[str, float]:
     """Every limit the suite's verdict and drift checks use, by ``ragcanary_threshold`` name."""
-    policy = policy_for(suite)
+    settings = settings_for(suite)
+    policy = settings.policy
     thresholds = {
         "max_drop": policy.max_drop,
         "significance": policy.significance,
         "min_coverage": policy.min_coverage,
-        "score_drift": suite.thresholds.score_drift,
+        "score_drift": settings.score_drift,
         **policy.floors,  # hit_rate@5, mrr, ...
     }
     if policy.min_rank_overlap is not None:  # null turns the check off: no line to cross

@@ -1,0 +1,24 @@
+"""How a suite's runs are measured and judged, as plain values: the one input measure takes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragcanary.measure.metrics import Gain
+from ragcanary.measure.verdict import Policy
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Cut-offs, depth, gains and thresholds of one suite, built by the caller from its config.
+
+    ``score_drift`` is the largest score move of one (case, id) pair that is still noise;
+    ``policy`` is what fails a run.
+    """
+
+    ks: Sequence[int]
+    depth: int
+    gain: Gain
+    score_drift: float
+    policy: Policy
