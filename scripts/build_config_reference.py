@@ -75,6 +75,13 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "JMESPath to the score inside a hit; `null` when the target returns none.",
         "relevance",
     ),
+    "TargetConfig.score_order": (
+        "`desc` when the score is a similarity (higher is better), `asc` when it is a distance"
+        " (lower is better). The ranking is always the order returned; this says which side of"
+        " a case's `min_score` and `max_score` is the better one. Scores are stored and reported"
+        " as returned.",
+        "asc",
+    ),
     "TargetConfig.timeout": ("Deadline of one query, all of it (connect, answer, body).", "2s"),
     "TargetConfig.concurrency": (
         "Queries in flight at once against this target (shared by its suites).",

@@ -236,3 +236,46 @@ def test_compare_exits_1_when_b_is_clearly_worse(tmp_path: Path, retriever: Fake
         assert "win/tie/loss" in result.output
         same = _invoke("compare", "-c", str(config), "--suite", "core", "vendor", "vendor")
         assert same.exit_code == 0, same.output
+
+
+def test_a_distance_target_judges_its_canaries_with_lower_is_better(tmp_path: Path) -> None:
+    """score_order: asc: a far negative canary passes, a close one leaks; distances are kept."""
+    far = [("cake-1", 0.52), ("cake-2", 0.61)]
+    corpus = {
+        "reset my password": [("doc-reset", 0.08), ("doc-login", 0.31)],
+        "best sourdough bread recipe": far,
+    }
+    suite = {
+        "cases": [
+            {"id": "reset", "query": "reset my password", "relevant": ["doc-reset"]},
+            {"id": "bread", "query": "best sourdough bread recipe", "relevant": []},
+        ]
+    }
+    for case in suite["cases"]:
+        case.update({"min_score": 0.2} if case["id"] == "reset" else {"max_score": 0.3})
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
+    with FakeRetriever(corpus=corpus, api_key=API_KEY) as fake:
+        target = target_entry(fake.url, retries=0, score_order="asc")
+        config = tmp_path / "ragcanary.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "targets": {"vendor": target},
+                    "suites": {"core": {"cases": "suite.yaml", "targets": ["vendor"], "k": [1]}},
+                }
+            ),
+            encoding="utf-8",
+        )
+        report_path = tmp_path / "far.json"
+        result = _invoke("run", "-c", str(config), "--report", str(report_path))
+        assert result.exit_code == 0, result.output
+        far_report = json.loads(report_path.read_text())
+        assert far_report["failures"] == []
+        assert far_report["cases"][1]["scores"] == [0.52, 0.61]  # as the target returned them
+
+        fake.corpus = {**corpus, "best sourdough bread recipe": [("cake-1", 0.12)]}
+        result = _invoke("run", "-c", str(config), "--report", str(report_path))
+    assert result.exit_code == 1, result.output
+    (failure,) = json.loads(report_path.read_text())["failures"]
+    assert failure["kind"] == "negative_leak"
+    assert "0.12, at or below max_score 0.3 (a distance)" in failure["message"]

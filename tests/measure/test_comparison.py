@@ -257,6 +257,23 @@ def test_align_ties_undoes_only_what_score_noise_explains(ids, scores, tolerance
     assert align_ties(ids, scores, BASE_IDS, BASE_SCORES, tolerance) == expected
 
 
+@pytest.mark.parametrize(
+    ("ids", "scores", "tolerance", "expected"),
+    [
+        (["b", "a", "c", "d"], [0.80, 0.79, 0.60, 0.59], 0.02, ("a", "b", "c", "d")),
+        (["b", "a", "c", "d"], [0.85, 0.79, 0.60, 0.59], 0.02, ("b", "a", "c", "d")),
+        (["b", "a", "c", "d"], [0.79, 0.80, 0.60, 0.59], 0.02, ("b", "a", "c", "d")),
+        (["a", "b", "c", "e"], [0.80, 0.79, 0.60, 0.58], 0.02, ("a", "b", "c", "d")),
+        (["a", "b", "c", "e"], [0.80, 0.79, 0.60, 0.30], 0.02, ("a", "b", "c", "e")),
+    ],
+)
+def test_align_ties_reads_distances_the_other_way_round(ids, scores, tolerance, expected):
+    """The same lists as distances (1 - similarity, lower is better) align the same way."""
+    distances = [None if s is None else 1 - s for s in scores]
+    base = [1 - s for s in BASE_SCORES]
+    assert align_ties(ids, distances, BASE_IDS, base, tolerance, order="asc") == expected
+
+
 def test_align_ties_keeps_a_lost_relevant_document_out_of_its_old_rank():
     """A document gone from the index may come back only at the end, never at its old rank."""
     aligned = align_ties(["b", "c", "d", "e"], [0.79, 0.60, 0.59, 0.58], BASE_IDS, BASE_SCORES, 0.3)

@@ -68,3 +68,47 @@ def test_min_score_checks_the_top_hit(ids: list[str], scores: list[float], viola
         run([(case("a", ["x"], min_score=0.5), answer(ids, scores))]), ks=[1], depth=10
     )
     assert bool(scored.checks) == violated
+
+
+@pytest.mark.parametrize(
+    ("scores", "leaks"),
+    [
+        pytest.param([0.9, 0.3], True, id="a-close-distance"),
+        pytest.param([0.35, 0.5], False, id="only-far-distances"),
+        pytest.param([0.3], True, id="at-the-bound"),
+    ],
+)
+def test_a_distance_leaks_when_it_is_at_or_below_max_score(
+    scores: list[float], leaks: bool
+) -> None:
+    """For a distance (score_order asc) lower is closer: the bound is crossed from above."""
+    ids = [f"d{i}" for i in range(len(scores))]
+    scored = score_run(
+        run([(case("neg", [], max_score=0.3), answer(ids, scores))]),
+        ks=[1],
+        depth=10,
+        score_order="asc",
+    )
+    assert bool(scored.checks) == leaks
+    if leaks:
+        (check,) = scored.checks
+        assert check.kind == "negative_leak"
+        assert check.score == min(scores)
+        assert "at or below max_score" in check.message
+
+
+@pytest.mark.parametrize(
+    ("top", "violated"),
+    [(0.2, False), (0.4, False), (0.45, True)],
+)
+def test_min_score_of_a_distance_bounds_the_top_hit_from_above(top: float, violated: bool) -> None:
+    """For a distance, the best hit must be at most min_score away."""
+    scored = score_run(
+        run([(case("a", ["x"], min_score=0.4), answer(["x", "y"], [top, 0.9]))]),
+        ks=[1],
+        depth=10,
+        score_order="asc",
+    )
+    assert bool(scored.checks) == violated
+    if violated:
+        assert "above min_score" in scored.checks[0].message

@@ -517,7 +517,8 @@ async def calibrate_noise(
             f"{evaluation.run.duration_s:.2f}s"
         )
         results.append(evaluation.run)
-    noise = measure_noise(results, settings_for(loaded.config.suites[suite]))
+    settings = settings_for(loaded.config.suites[suite], loaded.config.targets[target])
+    noise = measure_noise(results, settings)
     table = Table(
         title=f"noise over {noise.runs} runs of {suite} on {target}", title_justify="left"
     )

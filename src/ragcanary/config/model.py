@@ -108,6 +108,9 @@ class TargetConfig(_Strict):
     results: str = "hits"  # JMESPath to the list of hits
     id: str = "id"  # JMESPath inside a hit
     score: str | None = "score"  # JMESPath inside a hit; None when the target gives no score
+    # desc: a similarity, higher is better; asc: a distance, lower is better. The ranking is
+    # always the order returned; this says which side of min_score and max_score is better.
+    score_order: Literal["desc", "asc"] = "desc"
     timeout: Seconds = 5.0
     concurrency: int = Field(default=8, ge=1)
     rate_limit: PerSecond | None = None

@@ -58,7 +58,9 @@ def measure_noise(runs: Sequence[RunResult], settings: Settings) -> Noise:
     """
     if not runs:
         raise ValueError("calibration needs at least one run")
-    scored = [score_run(r, settings.ks, settings.depth, settings.gain) for r in runs]
+    scored = [
+        score_run(r, settings.ks, settings.depth, settings.gain, settings.score_order) for r in runs
+    ]
     names = sorted({m for s in scored for m in s.metrics})
     metrics = {
         m: spread

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ragcanary.measure.metrics import dedupe
+from ragcanary.measure.results import ScoreOrder
 
 
 def _overlaps(short: Sequence[str], long: Sequence[str]) -> list[int]:
@@ -176,6 +177,7 @@ def align_ties(
     reference_ids: Sequence[str],
     reference_scores: Sequence[float | None],
     tolerance: float,
+    order: ScoreOrder = "desc",
 ) -> tuple[str, ...]:
     """``ids`` with the reorderings that score noise explains undone, as ``reference`` had them.
 
@@ -189,7 +191,11 @@ def align_ties(
       missing from ``ids`` whose reference score is within ``tolerance`` of theirs.
 
     Lists are deduplicated first; a result without a usable score is tied with nothing.
+    ``order="asc"`` reads the scores as distances (lower is better).
     """
+    if order == "asc":
+        scores = [None if s is None else -s for s in scores]
+        reference_scores = [None if s is None else -s for s in reference_scores]
     current = list(_ranked(ids, scores, "ids").values())
     reference = _ranked(reference_ids, reference_scores, "reference")
     after_reference = len(reference)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from statistics import fmean, median
 
 from ragcanary.measure.comparison import ListComparison, align_ties, compare_lists
-from ragcanary.measure.results import RunResult
+from ragcanary.measure.results import RunResult, ScoreOrder
 
 # Scaled by this, the mean absolute deviation estimates a normal spread's standard deviation.
 _MEAN_DEVIATION_TO_SD = math.sqrt(math.pi / 2)
@@ -84,7 +84,9 @@ def _spread(values: list[float]) -> float:
     return _MEAN_DEVIATION_TO_SD * fmean(abs(v - center) for v in values)
 
 
-def align_run(current: RunResult, baseline: RunResult, tolerance: float) -> RunResult:
+def align_run(
+    current: RunResult, baseline: RunResult, tolerance: float, order: ScoreOrder = "desc"
+) -> RunResult:
     """``current`` with each answer's noise-explained reorderings undone (``align_ties``).
 
     Per-case metrics of the result differ from the baseline's only where the ranking changed
@@ -96,7 +98,7 @@ def align_run(current: RunResult, baseline: RunResult, tolerance: float) -> RunR
     for result in current.results:
         old, new = before.get(result.case.id), result.answer
         if old is not None and new.answered:
-            ids = align_ties(new.ids, new.scores, old.ids, old.scores, tolerance)
+            ids = align_ties(new.ids, new.scores, old.ids, old.scores, tolerance, order)
             if ids != new.ids:
                 # Scores stay as answered: only per-case metrics, which read ids, use this run.
                 result = replace(result, answer=replace(new, ids=ids, scores=(None,) * len(ids)))

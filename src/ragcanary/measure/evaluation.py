@@ -37,12 +37,13 @@ def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = No
     Reported metrics, deltas and regressed cases are always those of the run as returned.
     """
     ks, depth, gain, policy = settings.ks, settings.depth, settings.gain, settings.policy
-    scores = score_run(run, ks, depth, gain)
+    order = settings.score_order
+    scores = score_run(run, ks, depth, gain, order)
     if baseline is None:
         return Evaluation(run, scores, judge(scores, run.coverage, policy))
-    baseline_scores = score_run(baseline, ks, depth, gain)
+    baseline_scores = score_run(baseline, ks, depth, gain, order)
     drift = compare_runs(run, baseline, depth, settings.score_drift)
-    aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift))
-    noise_free = None if aligned is run else score_run(aligned, ks, depth, gain)
+    aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift), order)
+    noise_free = None if aligned is run else score_run(aligned, ks, depth, gain, order)
     verdict = judge(scores, run.coverage, policy, baseline_scores, drift, noise_free)
     return Evaluation(run, scores, verdict, drift, baseline.run_id)

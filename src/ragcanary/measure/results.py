@@ -23,6 +23,10 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # outcome means the query went unanswered and must not count as a miss.
 ANSWERED: frozenset[Outcome] = frozenset({"ok", "empty"})
 
+# How a target's scores rank: desc, a similarity (higher is better, the default); asc, a
+# distance (lower is better). Scores are kept as the target returned them either way.
+ScoreOrder = Literal["desc", "asc"]
+
 
 @dataclass(frozen=True)
 class Answer:

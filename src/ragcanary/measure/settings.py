@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragcanary.measure.metrics import Gain
+from ragcanary.measure.results import ScoreOrder
 from ragcanary.measure.verdict import Policy
 
 
@@ -14,7 +15,7 @@ class Settings:
     """Cut-offs, depth, gains and thresholds of one suite, built by the caller from its config.
 
     ``score_drift`` is the largest score move of one (case, id) pair that is still noise;
-    ``policy`` is what fails a run.
+    ``policy`` is what fails a run; ``score_order`` is the target's score direction.
     """
 
     ks: Sequence[int]
@@ -22,3 +23,4 @@ class Settings:
     gain: Gain
     score_drift: float
     policy: Policy
+    score_order: ScoreOrder = "desc"

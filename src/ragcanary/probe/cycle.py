@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import httpx
 
-from ragcanary.config.model import SuiteConfig
+from ragcanary.config.model import SuiteConfig, TargetConfig
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.settings import Settings
@@ -17,8 +17,8 @@ from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
 
 
-def settings_for(suite: SuiteConfig) -> Settings:
-    """The suite's config as the plain values measure takes."""
+def settings_for(suite: SuiteConfig, target: TargetConfig | None = None) -> Settings:
+    """The suite's config (and the target's score direction) as the plain values measure takes."""
     t = suite.thresholds
     policy = Policy(
         floors=t.floors(),
@@ -27,7 +27,8 @@ def settings_for(suite: SuiteConfig) -> Settings:
         min_rank_overlap=t.min_rank_overlap,
         min_coverage=suite.min_coverage,
     )
-    return Settings(suite.k, suite.depth, suite.gain, t.score_drift, policy)
+    order = target.score_order if target is not None else "desc"
+    return Settings(suite.k, suite.depth, suite.gain, t.score_drift, policy, order)
 
 
 async def run_cycle(
@@ -57,4 +58,4 @@ async def run_cycle(
         on_result=on_result,
         gate=gate,
     )
-    return evaluate(run, settings_for(suite_cfg), baseline)
+    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)
