@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from ragcanary.config.model import Config, SuiteConfig, TargetConfig, Thresholds
+from ragcanary.config.model import Config, EmbeddingConfig, SuiteConfig, TargetConfig, Thresholds
 from ragcanary.suites.suite import Case
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "config.md"
@@ -47,7 +47,32 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     ),
     "Config.retention": ("Runs older than this are pruned (a pinned baseline never is).", "14d"),
     "Config.retention_failed": ("Regressed and unavailable runs are kept this long.", "180d"),
+    "Config.embeddings": (
+        "OpenAI-compatible embedding endpoints by name; see *embeddings.NAME*.",
+        "{minilm: {...}}",
+    ),
     "Config.targets": ("Retrievers by name; see *targets.NAME*.", "{docs-search: {...}}"),
+    "EmbeddingConfig.url": (
+        "The `/v1/embeddings` endpoint (OpenAI, Azure OpenAI, vLLM, TEI, Ollama, LiteLLM).",
+        "http://embedder:8080/v1/embeddings",
+    ),
+    "EmbeddingConfig.model": ("The `model` sent with every request.", "all-MiniLM-L6-v2"),
+    "EmbeddingConfig.headers": (
+        "Sent with every request; `${VAR}` values are secrets, never printed.",
+        '{Authorization: "Bearer ${EMBED_TOKEN}"}',
+    ),
+    "EmbeddingConfig.dimensions": (
+        "Sent as `dimensions` when set; an answer of another size fails the batch.",
+        "384",
+    ),
+    "EmbeddingConfig.batch": ("Canary queries per request.", "32"),
+    "EmbeddingConfig.timeout": ("Deadline of one request, all of it.", "10s"),
+    "EmbeddingConfig.retries": (
+        "Extra attempts after a timeout, connection error, 408, 429 or 5xx.",
+        "2",
+    ),
+    "EmbeddingConfig.max_response_bytes": ("Answers larger than this fail the batch.", "100000000"),
+    "EmbeddingConfig.verify_tls": ("Check the endpoint's TLS certificate.", "false"),
     "Config.suites": ("Suites by name; see *suites.NAME*.", "{core: {...}}"),
     "TargetConfig.url": ("The retriever's endpoint.", "http://127.0.0.1:8088/search"),
     "TargetConfig.method": (
@@ -74,6 +99,12 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "TargetConfig.score": (
         "JMESPath to the score inside a hit; `null` when the target returns none.",
         "relevance",
+    ),
+    "TargetConfig.embedding": (
+        "An endpoint under `embeddings:`. Each run embeds the canary queries there first (a"
+        " failure is the query outcome `embedding_error`, an outage, never a regression), and"
+        ' a `"{vector}"` value in `body` or `params` becomes the query\'s vector.',
+        "minilm",
     ),
     "TargetConfig.score_order": (
         "`desc` when the score is a similarity (higher is better), `asc` when it is a distance"
@@ -175,6 +206,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
 
 SECTIONS = (
     ("Top level (`ragcanary.yaml`)", Config),
+    ("embeddings.NAME", EmbeddingConfig),
     ("targets.NAME", TargetConfig),
     ("suites.NAME", SuiteConfig),
     ("suites.NAME.thresholds", Thresholds),

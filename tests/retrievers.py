@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import ssl
@@ -206,3 +207,83 @@ def _handler_for(retriever: FakeRetriever) -> type[BaseHTTPRequestHandler]:
             pass  # keep test output clean
 
     return Handler
+
+
+def toy_vector(text: str, dimensions: int, model: str = "toy-1") -> list[float]:
+    """A deterministic unit vector for ``text`` under ``model``: another model, another vector."""
+    seed = hashlib.sha256(f"{model}\0{text}".encode()).digest()
+    rng = random.Random(seed)
+    raw = [rng.gauss(0.0, 1.0) for _ in range(dimensions)]
+    norm = sum(x * x for x in raw) ** 0.5
+    return [round(x / norm, 8) for x in raw]
+
+
+@dataclass
+class EmbeddingServer:
+    """An OpenAI-compatible ``POST /v1/embeddings`` on 127.0.0.1 with deterministic vectors.
+
+    ``model`` is what it embeds with whatever the request asks (swap it to simulate a new
+    model behind the same name); ``status`` other than 200 fails every request; ``api_key``,
+    when set, must come as ``Authorization: Bearer KEY``. ``requests`` records each body.
+    """
+
+    dimensions: int = 8
+    model: str = "toy-1"
+    status: int = 200
+    api_key: str | None = None
+    requests: list[Any] = field(default_factory=list)
+    _serving: ServerThread | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        assert self._serving is not None, "enter the EmbeddingServer first"
+        host, port = self._serving.address
+        return f"http://{host}:{port}/v1/embeddings"
+
+    def __enter__(self) -> EmbeddingServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = json.loads(raw)
+                server.requests.append(body)
+                if (
+                    server.api_key
+                    and self.headers.get("Authorization") != f"Bearer {server.api_key}"
+                ):
+                    return self._send(401, {"error": {"message": "invalid api key"}})
+                if server.status != 200:
+                    return self._send(server.status, {"error": {"message": "simulated"}})
+                size = body.get("dimensions") or server.dimensions
+                data = [
+                    {
+                        "object": "embedding",
+                        "index": i,
+                        "embedding": toy_vector(t, size, server.model),
+                    }
+                    for i, t in enumerate(body["input"])
+                ]
+                data.reverse()  # the index, not the order, says which input a vector is for
+                return self._send(200, {"object": "list", "data": data, "model": body["model"]})
+
+            def _send(self, status: int, payload: Any) -> None:
+                out = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._serving = ServerThread(Handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._serving is not None
+        self._serving.stop()

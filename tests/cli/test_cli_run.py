@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytrec_eval
 import yaml
-from retrievers import FakeRetriever, graded_corpus, target_entry
+from retrievers import EmbeddingServer, FakeRetriever, graded_corpus, target_entry, toy_vector
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -279,3 +279,52 @@ def test_a_distance_target_judges_its_canaries_with_lower_is_better(tmp_path: Pa
     (failure,) = json.loads(report_path.read_text())["failures"]
     assert failure["kind"] == "negative_leak"
     assert "0.12, at or below max_score 0.3 (a distance)" in failure["message"]
+
+
+def test_an_embedding_target_gets_each_query_vector_and_an_embedding_outage_is_unavailable(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    """Queries are embedded in batches first; the target gets "{vector}"; an outage is exit 3."""
+    with EmbeddingServer(api_key="emb-key-5c2d") as embedder:
+        target = target_entry(retriever.url, retries=0, embedding="toy")
+        target["body"] = {"text": "{query}", "top_k": "{k}", "vector": "{vector}"}
+        config = tmp_path / "ragcanary.yaml"
+        (tmp_path / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
+        embedding = {
+            "url": embedder.url,
+            "model": "toy-1",
+            "headers": {"Authorization": "Bearer ${EMBED_KEY}"},
+            "batch": 8,
+            "retries": 0,
+        }
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "embeddings": {"toy": embedding},
+                    "targets": {"vendor": target},
+                    "suites": {"core": {"cases": "suite.yaml", "targets": ["vendor"]}},
+                }
+            ),
+            encoding="utf-8",
+        )
+        env = {"VENDOR_KEY": API_KEY, "EMBED_KEY": "emb-key-5c2d", "COLUMNS": "200"}
+        report_path = tmp_path / "report.json"
+        args = ["run", "-c", str(config), "--report", str(report_path)]
+        result = CliRunner().invoke(app, args, env=env)
+        assert result.exit_code == 0, result.output
+        # 30 distinct queries (the label-free case repeats one) in batches of 8.
+        assert [len(body["input"]) for body in embedder.requests] == [8, 8, 8, 6]
+        sent = {r.body["text"]: r.body["vector"] for r in retriever.requests}
+        assert sent == {q: toy_vector(q, 8) for q in QUERIES}
+        assert json.loads(report_path.read_text())["metrics"]["hit_rate@10"] == 1.0
+
+        embedder.status = 503
+        asked = len(retriever.requests)
+        result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 3, result.output
+    report = json.loads(report_path.read_text())
+    assert report["outcome"] == "unavailable"
+    assert report["counts"]["outcomes"]["embedding_error"] == len(SUITE["cases"])
+    assert len(retriever.requests) == asked  # a query without its vector is never sent
+    assert "embedding toy: HTTP 503" in report["cases"][0]["error"]
+    assert "emb-key-5c2d" not in result.output + report_path.read_text()

@@ -470,3 +470,69 @@ def test_validate_refuses_a_bomb_or_a_huge_config_in_seconds(tmp_path: Path, mak
     assert time.monotonic() - started < 10
     assert result.returncode == 2, result.stdout + result.stderr
     assert expected in result.stdout + result.stderr
+
+
+EMBEDDED = VALID.replace(
+    "targets:\n",
+    """embeddings:
+  minilm:
+    url: http://127.0.0.1:8080/v1/embeddings
+    model: all-MiniLM-L6-v2
+    headers: {Authorization: "Bearer ${EMBED_TOKEN}"}
+targets:
+""",
+).replace(
+    '    body: {q: "{query}", limit: "{k}"}\n',
+    '    body: {vector: "{vector}", limit: "{k}"}\n    embedding: minilm\n',
+)
+
+
+def test_an_embedding_target_sends_its_vector_and_its_key_is_a_secret(tmp_path: Path) -> None:
+    """A body with only {vector} is fine when an embedding makes it; its headers are redacted."""
+    loaded = load_config(write(tmp_path, EMBEDDED), {**ENV, "EMBED_TOKEN": "emb-77"})
+    assert loaded.config.targets["docs-search"].embedding == "minilm"
+    assert loaded.config.embeddings["minilm"].batch == 64
+    assert "Bearer emb-77" in loaded.secrets
+
+
+def test_commands_reading_stored_runs_need_no_embedding_key(tmp_path: Path) -> None:
+    loaded = load_config(write(tmp_path, EMBEDDED), {}, query_targets=False)
+    assert loaded.config.embeddings["minilm"].model == "all-MiniLM-L6-v2"
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "message", "fix"),
+    [
+        pytest.param(
+            ("embedding: minilm", "embedding: minilml"),
+            "targets.docs-search.embedding",
+            "unknown embedding 'minilml'",
+            "minilm",
+            id="unknown-name",
+        ),
+        pytest.param(
+            ("    embedding: minilm\n", ""),
+            "targets.docs-search",
+            "{vector} is sent but no embedding makes one",
+            "set embedding: NAME",
+            id="vector-without-embedding",
+        ),
+        pytest.param(
+            ("model: all-MiniLM-L6-v2", "model: ''"),
+            "embeddings.minilm.model",
+            "",
+            "",
+            id="empty-model",
+        ),
+    ],
+)
+def test_embedding_mistakes_are_located(
+    tmp_path: Path, change: tuple[str, str], path: str, message: str, fix: str
+) -> None:
+    text = EMBEDDED.replace(*change)
+    assert text != EMBEDDED
+    [problem] = problems_of(write(tmp_path, text), {**ENV, "EMBED_TOKEN": "emb-77"})
+    assert problem.path == path
+    assert message in problem.message
+    assert fix in problem.fix
+    assert problem.line is not None

@@ -111,6 +111,9 @@ class TargetConfig(_Strict):
     # desc: a similarity, higher is better; asc: a distance, lower is better. The ranking is
     # always the order returned; this says which side of min_score and max_score is better.
     score_order: Literal["desc", "asc"] = "desc"
+    # The name of an endpoint under embeddings: each canary query is embedded there first, and
+    # "{vector}" in body or params is filled with its vector.
+    embedding: str | None = None
     timeout: Seconds = 5.0
     concurrency: int = Field(default=8, ge=1)
     rate_limit: PerSecond | None = None
@@ -261,6 +264,25 @@ class SuiteConfig(_Strict):
         return thresholds
 
 
+class EmbeddingConfig(_Strict):
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint that turns canary queries into vectors."""
+
+    url: str
+    model: str = Field(min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    dimensions: int | None = Field(default=None, ge=1)  # sent when set; answers must match it
+    batch: int = Field(default=64, ge=1, le=2048)  # queries per request
+    timeout: Seconds = 10.0
+    retries: int = Field(default=1, ge=0)
+    max_response_bytes: int = Field(default=50_000_000, ge=1)
+    verify_tls: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        return TargetConfig._http_url(url)
+
+
 class Config(_Strict):
     """The whole ``ragcanary.yaml``."""
 
@@ -271,10 +293,11 @@ class Config(_Strict):
     admin_token: str | None = None
     retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
     retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones
+    embeddings: dict[str, EmbeddingConfig] = Field(default_factory=dict)
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     suites: dict[str, SuiteConfig] = Field(default_factory=dict)
 
-    @field_validator("targets", "suites", mode="before")
+    @field_validator("embeddings", "targets", "suites", mode="before")
     @classmethod
     def _none_yet(cls, value: Any) -> Any:
         return {} if value is None else value  # a bare "targets:" while a config is drafted
@@ -310,13 +333,14 @@ class Config(_Strict):
         return level.lower()
 
 
-def mentions_query(template: Any) -> bool:
+def mentions_query(template: Any, placeholder: str = "{query}") -> bool:
+    """Whether a body or params template sends ``placeholder`` somewhere."""
     if isinstance(template, str):
-        return "{query}" in template
+        return placeholder in template
     if isinstance(template, Mapping):
-        return any(mentions_query(v) for v in template.values())
+        return any(mentions_query(v, placeholder) for v in template.values())
     if isinstance(template, list):
-        return any(mentions_query(v) for v in template)
+        return any(mentions_query(v, placeholder) for v in template)
     return False
 
 

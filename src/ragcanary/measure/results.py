@@ -17,6 +17,7 @@ Outcome = Literal[
     "rate_limited",
     "bad_response",
     "empty",
+    "embedding_error",  # the query could not be embedded, so the target was never asked
 ]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 # An empty hit list is an answer (the retriever found nothing); every other non-ok

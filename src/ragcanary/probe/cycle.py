@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 
 import httpx
 
@@ -11,6 +12,7 @@ from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.settings import Settings
 from ragcanary.measure.verdict import Policy
+from ragcanary.probe.embedding import Embedder, make_embedding_client
 from ragcanary.probe.runner import TargetGate, run_suite
 from ragcanary.probe.target import HttpTarget
 from ragcanary.redact import Redactor
@@ -44,18 +46,30 @@ async def run_cycle(
     """Run ``suite_name`` once against ``target_name`` and judge it against ``baseline``.
 
     Runs that may overlap against one target (the daemon's) pass that target's ``gate``.
+    A target with an ``embedding`` has its queries embedded there first.
     """
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
-    target = HttpTarget(target_name, target_cfg, client, redact=Redactor(loaded.secrets))
-    run = await run_suite(
-        suite_name,
-        loaded.suites[suite_name],
-        target,
-        depth=suite_cfg.depth,
-        concurrency=target_cfg.concurrency,
-        rate_limit=target_cfg.rate_limit,
-        on_result=on_result,
-        gate=gate,
-    )
+    redact = Redactor(loaded.secrets)
+    target = HttpTarget(target_name, target_cfg, client, redact=redact)
+    async with AsyncExitStack() as stack:
+        embedder = None
+        if target_cfg.embedding is not None:
+            embedding_cfg = loaded.config.embeddings[target_cfg.embedding]
+            embedding_client = make_embedding_client(embedding_cfg)
+            await stack.enter_async_context(embedding_client)
+            embedder = Embedder(
+                target_cfg.embedding, embedding_cfg, embedding_client, redact=redact
+            )
+        run = await run_suite(
+            suite_name,
+            loaded.suites[suite_name],
+            target,
+            depth=suite_cfg.depth,
+            concurrency=target_cfg.concurrency,
+            rate_limit=target_cfg.rate_limit,
+            on_result=on_result,
+            gate=gate,
+            embed=embedder.embed if embedder is not None else None,
+        )
     return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)

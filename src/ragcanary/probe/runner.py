@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.probe.embedding import Embedded
 from ragcanary.probe.target import Target
 from ragcanary.suites.suite import Case, Suite
 
 ProgressCallback = Callable[[CaseResult], None]
 Sleep = Callable[[float], Awaitable[None]]
+Embed = Callable[[Sequence[str]], Awaitable[list[Embedded]]]
 
 
 def _utc_now() -> datetime:
@@ -87,6 +89,7 @@ async def run_suite(
     sleep: Sleep = asyncio.sleep,
     run_id: str | None = None,
     gate: TargetGate | None = None,
+    embed: Embed | None = None,
 ) -> RunResult:
     """Ask ``target`` every case of ``suite`` for its top ``depth`` and collect the answers.
 
@@ -95,6 +98,10 @@ async def run_suite(
     suite order whatever order they finished in. Cancelling the call cancels every
     query in flight. Runs given the same ``gate`` share its limits (``concurrency`` and
     ``rate_limit`` are then the gate's).
+
+    With ``embed``, every distinct query is embedded first (in its batches) and the target
+    gets each case's vector; a case whose query could not be embedded is never sent and
+    ends as ``embedding_error``.
     """
     gate = gate or TargetGate(concurrency, rate_limit, clock=clock, sleep=sleep)
     started_at = now()
@@ -102,14 +109,24 @@ async def run_suite(
     cases = suite.cases
     results: list[CaseResult | None] = [None] * len(cases)
     pending = iter(range(len(cases)))
+    vectors: dict[str, Embedded] = {}
+    if embed is not None:
+        queries = list(dict.fromkeys(case.query for case in cases))
+        vectors = dict(zip(queries, await embed(queries), strict=True))
 
     async def worker() -> None:
         # Workers share one iterator: no await between taking an index and owning it.
         for index in pending:
-            async with gate.slots:
-                if gate.limiter is not None:
-                    await gate.limiter.acquire()
-                answer = await _ask(target, cases[index], depth, clock)
+            embedded = vectors.get(cases[index].query)
+            if embedded is not None and embedded.vector is None:
+                reason = embedded.error or "the query could not be embedded"
+                answer = Answer((), (), embedded.latency_s, "embedding_error", reason)
+            else:
+                async with gate.slots:
+                    if gate.limiter is not None:
+                        await gate.limiter.acquire()
+                    vector = embedded.vector if embedded is not None else None
+                    answer = await _ask(target, cases[index], depth, clock, vector)
             result = CaseResult(cases[index], answer)
             results[index] = result
             if on_result is not None:
@@ -134,11 +151,19 @@ async def run_suite(
     )
 
 
-async def _ask(target: Target, case: Case, depth: int, clock: Callable[[], float]) -> Answer:
+async def _ask(
+    target: Target,
+    case: Case,
+    depth: int,
+    clock: Callable[[], float],
+    vector: Sequence[float] | None = None,
+) -> Answer:
     """The target's answer; an adapter that breaks its no-raise promise still yields an outcome."""
     started = clock()
     try:
-        return await target.search(case.query, depth)
+        if vector is None:
+            return await target.search(case.query, depth)
+        return await target.search(case.query, depth, vector)
     except Exception as exc:
         reason = f"target adapter failed: {type(exc).__name__}"
         return Answer((), (), clock() - started, "bad_response", reason)

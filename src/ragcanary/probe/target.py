@@ -14,7 +14,7 @@ import random
 import re
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
@@ -53,26 +53,30 @@ class Target(Protocol):
 
     name: str
 
-    async def search(self, query: str, k: int) -> Answer:
-        """The top ``k`` for ``query`` in the target's order; never raises for target failures."""
+    async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
+        """The top ``k`` for ``query`` (or its ``vector``) in the target's order; never raises
+        for target failures."""
         ...
 
 
-def fill_template(template: Any, query: str, k: int) -> Any:
+def fill_template(template: Any, query: str, k: int, vector: Sequence[float] | None = None) -> Any:
     """``template`` with ``{query}`` and ``{k}`` filled into every string value, recursively.
 
     Only those two placeholders are replaced (other braces stay, unlike ``str.format``),
     in one pass so a query containing ``{k}`` is sent literally. A value that is exactly
-    ``"{k}"`` becomes the integer ``k``. Mapping keys are left as written.
+    ``"{k}"`` becomes the integer ``k``, one that is exactly ``"{vector}"`` the query's
+    embedding as a list of numbers. Mapping keys are left as written.
     """
     if isinstance(template, str):
         if template == "{k}":
             return k
+        if template == "{vector}" and vector is not None:
+            return list(vector)
         return _PLACEHOLDER.sub(lambda m: query if m.group(1) == "query" else str(k), template)
     if isinstance(template, Mapping):
-        return {key: fill_template(value, query, k) for key, value in template.items()}
+        return {key: fill_template(value, query, k, vector) for key, value in template.items()}
     if isinstance(template, list | tuple):
-        return [fill_template(value, query, k) for value in template]
+        return [fill_template(value, query, k, vector) for value in template]
     return template
 
 
@@ -199,14 +203,17 @@ class HttpTarget:
         own = Redactor(_secret_values(config))
         self._redact: Callable[[str], str] = lambda text: redact(own(text))
 
-    async def search(self, query: str, k: int) -> Answer:
-        """Ask for the top ``k`` of ``query``, retrying transient failures with backoff."""
+    async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
+        """Ask for the top ``k`` of ``query``, retrying transient failures with backoff.
+
+        ``vector`` is the query's embedding, sent where the body or params say ``{vector}``.
+        """
         attempts = self._config.retries + 1
         attempt = 0
         while True:
             started = self._clock()
             try:
-                ids, scores = await self._attempt(query, k)
+                ids, scores = await self._attempt(query, k, vector)
             except _Failed as failure:
                 latency = self._clock() - started
                 attempt += 1
@@ -227,7 +234,7 @@ class HttpTarget:
             return min(failure.retry_after, MAX_RETRY_DELAY_S)
         return min(BACKOFF_BASE_S * 2.0**attempt * (0.5 + self._jitter()), MAX_RETRY_DELAY_S)
 
-    async def _attempt(self, query: str, k: int) -> _Ranked:
+    async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         """One request and its parsed answer; raises ``_Failed`` for every kind of failure."""
         timeout = self._config.timeout
         hide = self._redact
@@ -236,7 +243,7 @@ class HttpTarget:
             # The deadline covers the whole exchange: httpx's timeouts are per read, so a
             # body that drips one byte a second would otherwise never time out.
             async with asyncio.timeout(timeout):
-                response = await self._send(self._request(query, k))
+                response = await self._send(self._request(query, k, vector))
                 received = True
                 try:
                     await self._check_status(response)
@@ -285,13 +292,13 @@ class HttpTarget:
             request = following
         raise _Failed("bad_response", f"more than {MAX_REDIRECTS} redirects")
 
-    def _request(self, query: str, k: int) -> httpx.Request:
+    def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
         config = self._config
-        body = fill_template(config.body, query, k) if config.method == "POST" else None
+        body = fill_template(config.body, query, k, vector) if config.method == "POST" else None
         return self._client.build_request(
             config.method,
             config.url,
-            params=fill_template(config.params, query, k) or None,
+            params=fill_template(config.params, query, k, vector) or None,
             json=body,
             headers=self._headers,
             timeout=httpx.Timeout(config.timeout),

@@ -113,12 +113,13 @@ def load_config(
 
 
 class _TargetsNeedNoSecrets(Mapping[str, str]):
-    """``environ`` plus ``unset`` for every variable that only the targets use."""
+    """``environ`` plus ``unset`` for every variable that only the targets and embeddings use."""
 
     def __init__(self, environ: Mapping[str, str], raw: Mapping[str, Any]) -> None:
-        outside = {key: value for key, value in raw.items() if key != "targets"}
+        queried = ("targets", "embeddings")  # what only talking to a retriever needs
+        outside = {key: value for key, value in raw.items() if key not in queried}
         used_outside = set(_REFERENCE_NAME.findall(repr(outside)))
-        used_by_targets = set(_REFERENCE_NAME.findall(repr(raw.get("targets"))))
+        used_by_targets = set(_REFERENCE_NAME.findall(repr([raw.get(key) for key in queried])))
         self._environ = environ
         self._unset = used_by_targets - used_outside - set(environ)
 
@@ -145,17 +146,33 @@ def _check_targets(doc: Document) -> list[Problem]:
     Checked here rather than on ``TargetConfig`` so that code building a target
     directly (tests, adapters) is not held to the shape of a config file.
     """
-    targets = doc.data.get("targets")
+    targets, embeddings = doc.data.get("targets"), doc.data.get("embeddings")
+    endpoints = [str(e) for e in embeddings] if isinstance(embeddings, dict) else []
     problems: list[Problem] = []
     for name, target in targets.items() if isinstance(targets, dict) else ():
         if not isinstance(target, dict):
             continue
-        if not mentions_query(target.get("body")) and not mentions_query(target.get("params")):
+        embedding = target.get("embedding")
+        templates = (target.get("body"), target.get("params"))
+        sends_vector = any(mentions_query(t, "{vector}") for t in templates)
+        if not any(mentions_query(t) for t in templates) and not sends_vector:
             problems.append(
                 doc.problem(
                     ("targets", name),
                     "neither body nor params mentions {query}, so the query is never sent",
                     'add body: {q: "{query}"} (POST) or params: {q: "{query}"} (GET)',
+                )
+            )
+        if isinstance(embedding, str) and embedding not in endpoints:
+            fix = suggest(embedding, endpoints, "define it under embeddings:")
+            where = ("targets", name, "embedding")
+            problems.append(doc.problem(where, f"unknown embedding {embedding!r}", fix))
+        elif sends_vector and not embedding:
+            problems.append(
+                doc.problem(
+                    ("targets", name),
+                    "{vector} is sent but no embedding makes one",
+                    "set embedding: NAME to an endpoint under embeddings:",
                 )
             )
         for field in ("results", "id", "score"):
@@ -243,13 +260,14 @@ def _secrets(
         if isinstance(value, str) and path not in failed:
             secrets.add(part(value) or "")
 
-    targets = data.get("targets")
-    for name, target in targets.items() if isinstance(targets, dict) else ():
-        headers = target.get("headers") if isinstance(target, dict) else None
-        for header, value in headers.items() if isinstance(headers, dict) else ():
-            add(("targets", name, "headers", header), value)
-        if isinstance(target, dict):
-            add(("targets", name, "url"), target.get("url"), password_of)
+    for section in ("targets", "embeddings"):
+        entries = data.get(section)
+        for name, entry in entries.items() if isinstance(entries, dict) else ():
+            headers = entry.get("headers") if isinstance(entry, dict) else None
+            for header, value in headers.items() if isinstance(headers, dict) else ():
+                add((section, name, "headers", header), value)
+            if isinstance(entry, dict):
+                add((section, name, "url"), entry.get("url"), password_of)
     add(("admin_token",), data.get("admin_token"))
     add(("storage",), data.get("storage"), password_of)
     secrets.discard("")

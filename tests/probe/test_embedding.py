@@ -1,0 +1,167 @@
+"""The embedding client: batches, order, shape checks, retries and errors that say the fix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from ragcanary.config.model import EmbeddingConfig
+from ragcanary.probe.embedding import Embedder
+
+URL = "http://embedder.test/v1/embeddings"
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+def _vector(text: str, size: int = 3) -> list[float]:
+    return [float(len(text)), float(ord(text[0])), 1.0][:size] + [0.5] * max(0, size - 3)
+
+
+def _answer(body: dict[str, Any], size: int = 3) -> dict[str, Any]:
+    data = [{"index": i, "embedding": _vector(t, size)} for i, t in enumerate(body["input"])]
+    return {"data": list(reversed(data))}
+
+
+def _embedder(handler: Any, **config: Any) -> tuple[Embedder, httpx.AsyncClient]:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    settings = EmbeddingConfig(**({"url": URL, "model": "toy", "retries": 0} | config))
+    return Embedder("minilm", settings, client, sleep=_no_sleep, jitter=lambda: 0.5), client
+
+
+async def test_texts_go_in_batches_and_come_back_in_input_order() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        return httpx.Response(200, json=_answer(body))
+
+    embedder, client = _embedder(handler, batch=2, headers={"Authorization": "Bearer k-1"})
+    async with client:
+        texts = ["a", "bb", "ccc", "dddd", "eeeee"]
+        out = await embedder.embed(texts)
+    assert [b["input"] for b in bodies] == [["a", "bb"], ["ccc", "dddd"], ["eeeee"]]
+    assert all(b["model"] == "toy" and "dimensions" not in b for b in bodies)
+    assert [e.vector for e in out] == [tuple(_vector(t)) for t in texts]
+    assert all(e.error is None for e in out)
+
+
+async def test_dimensions_are_sent_and_an_answer_of_another_size_fails() -> None:
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sent.append(body)
+        return httpx.Response(200, json=_answer(body, size=4))
+
+    embedder, client = _embedder(handler, dimensions=3)
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert sent[0]["dimensions"] == 3
+    assert out.vector is None
+    assert out.error is not None
+    assert "4 dimensions, the config says dimensions: 3" in out.error
+
+
+async def test_a_transient_failure_is_retried_then_succeeds() -> None:
+    statuses = iter([503, 200])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = next(statuses)
+        body = json.loads(request.content)
+        return httpx.Response(status, json=_answer(body) if status == 200 else {})
+
+    embedder, client = _embedder(handler, retries=1)
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.vector == tuple(_vector("q"))
+
+
+@pytest.mark.parametrize(
+    ("response", "reason"),
+    [
+        pytest.param(httpx.Response(401, json={}), "check headers: Authorization", id="401"),
+        pytest.param(httpx.Response(404, json={}), "ends in /v1/embeddings", id="404"),
+        pytest.param(httpx.Response(200, content=b"<html>"), "not JSON", id="html"),
+        pytest.param(httpx.Response(200, json={"data": []}), "expected 2 embeddings", id="count"),
+        pytest.param(
+            httpx.Response(
+                200,
+                json={"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]},
+            ),
+            "repeated",
+            id="same-index",
+        ),
+        pytest.param(
+            httpx.Response(
+                200,
+                json={
+                    "data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": [1, 2]}]
+                },
+            ),
+            "different dimensions",
+            id="ragged",
+        ),
+        pytest.param(
+            httpx.Response(
+                200,
+                json={"data": [{"index": 0, "embedding": ["x"]}, {"index": 1, "embedding": [1.0]}]},
+            ),
+            "not a number",
+            id="not-numbers",
+        ),
+    ],
+)
+async def test_a_failed_batch_fails_each_of_its_texts_with_the_reason(
+    response: httpx.Response, reason: str
+) -> None:
+    embedder, client = _embedder(lambda request: response)
+    async with client:
+        out = await embedder.embed(["first", "second"])
+    assert [e.vector for e in out] == [None, None]
+    assert all(e.error is not None and reason in e.error for e in out)
+    assert all(e.error is not None and e.error.startswith("embedding minilm: ") for e in out)
+
+
+async def test_a_timeout_is_a_reason_not_an_exception() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("slow", request=request)
+
+    embedder, client = _embedder(handler, retries=2)
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.error is not None
+    assert "no answer within 10s (after 3 attempts)" in out.error
+
+
+async def test_an_answer_over_the_size_cap_is_refused_unread() -> None:
+    embedder, client = _embedder(
+        lambda request: httpx.Response(200, content=b"x" * 5000), max_response_bytes=1000
+    )
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.error is not None
+    assert "larger than max_response_bytes (1000)" in out.error
+
+
+async def test_the_api_key_never_appears_in_a_reason() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"refused with {request.headers['Authorization']}")
+
+    embedder, client = _embedder(handler, headers={"Authorization": "Bearer sk-secret-77"})
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.error is not None
+    assert "sk-secret-77" not in out.error
