@@ -74,7 +74,22 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "EmbeddingConfig.max_response_bytes": ("Answers larger than this fail the batch.", "100000000"),
     "EmbeddingConfig.verify_tls": ("Check the endpoint's TLS certificate.", "false"),
     "Config.suites": ("Suites by name; see *suites.NAME*.", "{core: {...}}"),
-    "TargetConfig.url": ("The retriever's endpoint.", "http://127.0.0.1:8088/search"),
+    "TargetConfig.preset": (
+        "`http`: any JSON API, described by `body`, `params`, `results`, `id` and `score`."
+        " `chroma`: Chroma's REST API (v2) queried with the canary's vector (`embedding:`"
+        " required); `url` is then the server's base URL and scores are distances.",
+        "chroma",
+    ),
+    "TargetConfig.url": (
+        "The retriever's endpoint; for a preset, the database server's base URL.",
+        "http://127.0.0.1:8088/search",
+    ),
+    "TargetConfig.collection": (
+        "Presets: the collection by name (resolved to its id, again if it is recreated).",
+        "docs",
+    ),
+    "TargetConfig.tenant": ("Chroma: the tenant of the collection.", "acme"),
+    "TargetConfig.database": ("Chroma: the database of the collection.", "prod"),
     "TargetConfig.method": (
         "POST sends `body` as JSON; GET sends `params` in the query string.",
         "GET",

@@ -97,9 +97,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Presets that speak a vector database's own API, and the score direction each implies.
+PRESET_SCORE_ORDER: dict[str, Literal["desc", "asc"]] = {"chroma": "asc"}
+
+
 class TargetConfig(_Strict):
     """How to ask one retriever endpoint for results and read its answer."""
 
+    # http: any JSON API, described by body/params/results/id/score; a database's name: its
+    # native query API (url is then the server's base URL).
+    preset: Literal["http", "chroma"] = "http"
     url: str
     method: Literal["GET", "POST"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -114,6 +121,10 @@ class TargetConfig(_Strict):
     # The name of an endpoint under embeddings: each canary query is embedded there first, and
     # "{vector}" in body or params is filled with its vector.
     embedding: str | None = None
+    # Presets: the collection by name, and Chroma's tenant and database.
+    collection: str | None = None
+    tenant: str = "default_tenant"
+    database: str = "default_database"
     timeout: Seconds = 5.0
     concurrency: int = Field(default=8, ge=1)
     rate_limit: PerSecond | None = None
@@ -140,6 +151,42 @@ class TargetConfig(_Strict):
     @classmethod
     def _upper_method(cls, method: Any) -> Any:
         return method.upper() if isinstance(method, str) else method
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_score_order(cls, data: Any) -> Any:
+        """A preset knows its score direction; saying the other one is a mistake."""
+        if not isinstance(data, dict) or data.get("preset") not in PRESET_SCORE_ORDER:
+            return data
+        implied = PRESET_SCORE_ORDER[data["preset"]]
+        given = data.get("score_order", implied)
+        if given != implied:
+            kind = "distances" if implied == "asc" else "similarities"
+            raise _fix(
+                f"the {data['preset']} preset's scores are {kind} "
+                f"(score_order: {implied}), not {given!r}",
+                "remove score_order: the preset sets it",
+            )
+        return {**data, "score_order": implied}
+
+    @model_validator(mode="after")
+    def _preset_needs(self) -> TargetConfig:
+        if self.preset == "http":
+            return self
+        missing = [
+            f"{name}: {example}"
+            for name, value, example in (
+                ("collection", self.collection, "docs"),
+                ("embedding", self.embedding, "NAME (an endpoint under embeddings:)"),
+            )
+            if value is None
+        ]
+        if missing:
+            raise _fix(
+                f"the {self.preset} preset needs {' and '.join(m.split(':')[0] for m in missing)}",
+                "add " + ", ".join(missing),
+            )
+        return self
 
 
 class Thresholds(_Strict):

@@ -13,8 +13,8 @@ from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.settings import Settings
 from ragcanary.measure.verdict import Policy
 from ragcanary.probe.embedding import Embedder, make_embedding_client
+from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate, run_suite
-from ragcanary.probe.target import HttpTarget
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
 
@@ -51,7 +51,7 @@ async def run_cycle(
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
     redact = Redactor(loaded.secrets)
-    target = HttpTarget(target_name, target_cfg, client, redact=redact)
+    target = make_target(target_name, target_cfg, client, redact)
     async with AsyncExitStack() as stack:
         embedder = None
         if target_cfg.embedding is not None:

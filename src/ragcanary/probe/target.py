@@ -154,7 +154,7 @@ def compile_path(expression: str) -> Callable[[Any], Any]:
     return lookup
 
 
-class _Failed(Exception):
+class QueryFailed(Exception):
     """One attempt failed; carries the outcome, a reason for people and an optional Retry-After."""
 
     def __init__(self, outcome: Outcome, reason: str, retry_after: float | None = None) -> None:
@@ -214,7 +214,7 @@ class HttpTarget:
             started = self._clock()
             try:
                 ids, scores = await self._attempt(query, k, vector)
-            except _Failed as failure:
+            except QueryFailed as failure:
                 latency = self._clock() - started
                 attempt += 1
                 if failure.outcome not in _RETRIED or attempt >= attempts:
@@ -229,13 +229,17 @@ class HttpTarget:
             latency = self._clock() - started
             return Answer(ids, scores, latency, "ok" if ids else "empty")
 
-    def _retry_delay(self, attempt: int, failure: _Failed) -> float:
+    def _retry_delay(self, attempt: int, failure: QueryFailed) -> float:
         if failure.retry_after is not None:
             return min(failure.retry_after, MAX_RETRY_DELAY_S)
         return min(BACKOFF_BASE_S * 2.0**attempt * (0.5 + self._jitter()), MAX_RETRY_DELAY_S)
 
     async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
-        """One request and its parsed answer; raises ``_Failed`` for every kind of failure."""
+        """One request and its parsed answer; raises ``QueryFailed`` for every kind of failure."""
+        return self._parse(await self._exchange(self._request(query, k, vector)), k)
+
+    async def _exchange(self, request: httpx.Request) -> bytes:
+        """Send ``request`` and read its whole body; raises ``QueryFailed`` for every failure."""
         timeout = self._config.timeout
         hide = self._redact
         received = False
@@ -243,28 +247,32 @@ class HttpTarget:
             # The deadline covers the whole exchange: httpx's timeouts are per read, so a
             # body that drips one byte a second would otherwise never time out.
             async with asyncio.timeout(timeout):
-                response = await self._send(self._request(query, k, vector))
+                response = await self._send(request)
                 received = True
                 try:
                     await self._check_status(response)
                     body = await _read_capped(response, self._config.max_response_bytes)
                 finally:
                     await response.aclose()
-        except _Failed:
+        except QueryFailed:
             raise
         except (TimeoutError, httpx.TimeoutException) as exc:
-            raise _Failed(
+            raise QueryFailed(
                 "timeout", f"no complete answer within {timeout:g}s ({_kind(exc)})"
             ) from exc
         except httpx.TransportError as exc:
-            raise _Failed("connect_error", f"connection failed: {_describe(exc, hide)}") from exc
+            raise QueryFailed(
+                "connect_error", f"connection failed: {_describe(exc, hide)}"
+            ) from exc
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
-            raise _Failed("bad_response", f"unreadable response: {_describe(exc, hide)}") from exc
+            raise QueryFailed(
+                "bad_response", f"unreadable response: {_describe(exc, hide)}"
+            ) from exc
         except Exception as exc:
             # A bug or an unforeseen library error must still end as an outcome, not a crash.
             outcome: Outcome = "bad_response" if received else "connect_error"
-            raise _Failed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
-        return self._parse(body, k)
+            raise QueryFailed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
+        return body
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, following redirects within its origin (or anywhere, headers dropped).
@@ -281,7 +289,7 @@ class HttpTarget:
             if _origin(following.url) != origin:
                 if self._config.follow_redirects != "any":
                     where = self._redact(str(following.url.copy_with(query=None)))[:200]
-                    raise _Failed(
+                    raise QueryFailed(
                         "bad_response",
                         f"redirect to another origin ({where}) refused; set "
                         "follow_redirects: any on the target to allow it",
@@ -290,7 +298,7 @@ class HttpTarget:
                     following.headers.pop(name, None)
                 origin = _origin(following.url)
             request = following
-        raise _Failed("bad_response", f"more than {MAX_REDIRECTS} redirects")
+        raise QueryFailed("bad_response", f"more than {MAX_REDIRECTS} redirects")
 
     def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
         config = self._config
@@ -316,7 +324,7 @@ class HttpTarget:
         elif 400 <= code < 500:
             outcome = "http_4xx"
         else:
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response", f"unexpected HTTP {code} {response.reason_phrase}".strip()
             )
         reason = f"HTTP {code} {response.reason_phrase}".strip()
@@ -327,27 +335,29 @@ class HttpTarget:
         header = response.headers.get("retry-after")
         if header is not None and code in (429, 503):
             retry_after = retry_after_seconds(header, self._wall_clock())
-        raise _Failed(outcome, reason, retry_after)
+        raise QueryFailed(outcome, reason, retry_after)
 
     def _parse(self, body: bytes, k: int) -> _Ranked:
         hide = self._redact
         try:
             document = json.loads(body)
         except (ValueError, RecursionError) as exc:
-            raise _Failed("bad_response", f"response is not JSON: {_preview(body, hide)}") from exc
+            raise QueryFailed(
+                "bad_response", f"response is not JSON: {_preview(body, hide)}"
+            ) from exc
         where = self._config.results
         try:
             hits = self._results(document)
             if hits is None:
-                raise _Failed("bad_response", f"no list of hits at {where!r}")
+                raise QueryFailed("bad_response", f"no list of hits at {where!r}")
             if not isinstance(hits, list):
-                raise _Failed(
+                raise QueryFailed(
                     "bad_response", f"{where!r} is {_show(hits, hide)}, not a list of hits"
                 )
             # Only the top k are stored, so a malformed hit below the cut must not fail the query.
             pairs = [self._hit(f"{where}[{i}]", hit) for i, hit in enumerate(hits[:k])]
         except JMESPathError as exc:
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response", f"cannot apply response paths: {_first_line(exc, hide)}"
             ) from exc
         return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
@@ -356,16 +366,16 @@ class HttpTarget:
         hide = self._redact
         raw_id = self._id(hit)
         if raw_id is None or raw_id == "":
-            raise _Failed("bad_response", f"{where}: no id at {self._config.id!r}")
+            raise QueryFailed("bad_response", f"{where}: no id at {self._config.id!r}")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response",
                 f"{where}: id at {self._config.id!r} is {_show(raw_id, hide)}, "
                 "not a string or integer",
             )
         doc_id = str(raw_id)
         if len(doc_id) > MAX_ID_LENGTH:
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response",
                 f"{where}: id at {self._config.id!r} has {len(doc_id)} characters; "
                 f"ids may have at most {MAX_ID_LENGTH}",
@@ -377,16 +387,16 @@ class HttpTarget:
         path = self._config.score
         score = self._score(hit)
         if score is None:
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response",
                 f"{where}: no score at {path!r} (set score: null if the target returns none)",
             )
         if isinstance(score, bool) or not isinstance(score, int | float):
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response", f"{where}: score at {path!r} is {_show(score, hide)}, not a number"
             )
         if not math.isfinite(score):
-            raise _Failed(
+            raise QueryFailed(
                 "bad_response", f"{where}: score at {path!r} is {score}, not a finite number"
             )
         return doc_id, float(score)
@@ -417,12 +427,12 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
     """The decoded body, refusing (and no longer reading) anything above ``limit`` bytes."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise _Failed(
+        raise QueryFailed(
             "bad_response", f"response larger than {limit} bytes (Content-Length {declared})"
         )
     body, whole = await _read_decoded(response, limit)
     if not whole:
-        raise _Failed("bad_response", f"response larger than {limit} bytes")
+        raise QueryFailed("bad_response", f"response larger than {limit} bytes")
     return body
 
 
@@ -440,7 +450,7 @@ async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bo
     inflater = None
     if encoding not in ("", "identity"):
         if encoding not in _INFLATE_WBITS:
-            raise _Failed("bad_response", f"unsupported Content-Encoding {encoding[:40]!r}")
+            raise QueryFailed("bad_response", f"unsupported Content-Encoding {encoding[:40]!r}")
         # deflate: wbits 0 takes the window size from the zlib header.
         inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
     body = bytearray()
@@ -449,7 +459,9 @@ async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bo
         try:
             body += inflater.decompress(chunk, room) if inflater is not None else chunk[:room]
         except zlib.error as exc:
-            raise _Failed("bad_response", f"cannot decompress the {encoding} body: {exc}") from exc
+            raise QueryFailed(
+                "bad_response", f"cannot decompress the {encoding} body: {exc}"
+            ) from exc
         if len(body) > limit:
             return bytes(body[:limit]), False
     return bytes(body), True
@@ -459,7 +471,7 @@ async def _error_snippet(response: httpx.Response, hide: Callable[[str], str]) -
     """The start of an error body, one line, so a 400 can say which field the target disliked."""
     try:
         head, _ = await _read_decoded(response, _SECRET_WINDOW)
-    except _Failed:
+    except QueryFailed:
         return ""
     text = " ".join(head.decode("utf-8", "replace").split())
     if text.startswith("<"):

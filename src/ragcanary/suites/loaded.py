@@ -155,7 +155,8 @@ def _check_targets(doc: Document) -> list[Problem]:
         embedding = target.get("embedding")
         templates = (target.get("body"), target.get("params"))
         sends_vector = any(mentions_query(t, "{vector}") for t in templates)
-        if not any(mentions_query(t) for t in templates) and not sends_vector:
+        preset = target.get("preset", "http")
+        if not any(mentions_query(t) for t in templates) and not sends_vector and preset == "http":
             problems.append(
                 doc.problem(
                     ("targets", name),

@@ -1,0 +1,206 @@
+"""The chroma preset against a real Chroma server (`chroma run`), queried by `ragcanary run`.
+
+The server comes from its own virtualenv (`make test` builds `.venv-chroma`); the canary
+queries are embedded by a deterministic OpenAI-compatible endpoint on 127.0.0.1, and the
+collection holds the same vectors, so each query's nearest document is known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytrec_eval
+import yaml
+from retrievers import EmbeddingServer, toy_vector
+from typer.testing import CliRunner
+
+from ragcanary.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DIMENSIONS = 8
+QUERIES = [f"how do I configure feature {i}" for i in range(10)]
+API = "/api/v2/tenants/default_tenant/databases/default_database/collections"
+
+
+def _chroma_binary() -> str:
+    found = os.environ.get("RAGCANARY_CHROMA") or str(ROOT / ".venv-chroma" / "bin" / "chroma")
+    if Path(found).is_file():
+        return found
+    reason = f"no Chroma server at {found}; `make test` installs one in .venv-chroma"
+    if os.environ.get("RAGCANARY_REQUIRE_CHROMA") == "1":
+        pytest.fail(f"{reason} (RAGCANARY_REQUIRE_CHROMA=1 forbids skipping)")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def chroma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Chroma server on 127.0.0.1 with an empty data directory; its base URL."""
+    binary = _chroma_binary()
+    data = tmp_path_factory.mktemp("chroma")
+    port = _free_port()
+    log = (data / "server.log").open("w")
+    process = subprocess.Popen(
+        [binary, "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            assert process.poll() is None, (data / "server.log").read_text()
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "chroma did not answer within 60 s"
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _collection(chroma: str, name: str) -> str:
+    """A new cosine collection: per query its relevant chunk and three others; its id."""
+    created = httpx.post(
+        f"{chroma}{API}", json={"name": name, "metadata": {"hnsw:space": "cosine"}}
+    ).raise_for_status()
+    collection = str(created.json()["id"])
+    ids, vectors, metadatas = [], [], []
+    for i, query in enumerate(QUERIES):
+        for j in range(4):
+            # Chunk ids are Chroma's; the application's document id lives in the metadata.
+            ids.append(f"chunk-{i}-{j}")
+            vectors.append(toy_vector(query if j == 0 else f"{query} other {j}", DIMENSIONS))
+            metadatas.append({"doc_id": f"doc-{i}" if j == 0 else f"doc-{i}-other-{j}"})
+    httpx.post(
+        f"{chroma}{API}/{collection}/add",
+        json={"ids": ids, "embeddings": vectors, "metadatas": metadatas},
+    ).raise_for_status()
+    return collection
+
+
+def _config(tmp_path: Path, chroma: str, embedder: str, collection: str) -> Path:
+    suite = {
+        "cases": [
+            {"id": f"q{i}", "query": q, "relevant": [f"doc-{i}"]} for i, q in enumerate(QUERIES)
+        ]
+    }
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
+    config = {
+        "embeddings": {"toy": {"url": embedder, "model": "toy-1", "retries": 0}},
+        "targets": {
+            "kb": {
+                "preset": "chroma",
+                "url": chroma,
+                "collection": collection,
+                "embedding": "toy",
+                "id": "metadata.doc_id",
+                "retries": 0,
+            }
+        },
+        "suites": {"core": {"cases": "suite.yaml", "targets": ["kb"], "k": [1, 3], "depth": 3}},
+    }
+    path = tmp_path / "ragcanary.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def _run(config: Path, report: Path, *extra: str) -> Any:
+    args = ["run", "-c", str(config), "--report", str(report), *extra]
+    return CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+
+
+def test_run_equals_trec_eval_on_what_chroma_returns_and_a_deletion_fails_it(
+    chroma: str, tmp_path: Path
+) -> None:
+    collection = _collection(chroma, "docs")
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        config = _config(tmp_path, chroma, embedder.url, "docs")
+        baseline = tmp_path / "baseline.json"
+        result = _run(config, baseline)
+        assert result.exit_code == 0, result.output
+        report = json.loads(baseline.read_text())
+
+        # Ask Chroma itself for the same vectors: the report must score exactly those ids.
+        run: dict[str, dict[str, float]] = {}
+        for i, query in enumerate(QUERIES):
+            answer = httpx.post(
+                f"{chroma}{API}/{collection}/query",
+                json={
+                    "query_embeddings": [toy_vector(query, DIMENSIONS)],
+                    "n_results": 3,
+                    "include": ["distances", "metadatas"],
+                },
+            ).json()
+            docs = [m["doc_id"] for m in answer["metadatas"][0]]
+            case = report["cases"][i]
+            assert case["ids"] == docs
+            assert case["scores"] == pytest.approx(answer["distances"][0], abs=1e-6)
+            assert case["scores"] == sorted(case["scores"])  # distances, nearest first
+            run[f"q{i}"] = {doc: float(3 - rank) for rank, doc in enumerate(docs)}
+        qrels = {f"q{i}": {f"doc-{i}": 1} for i in range(len(QUERIES))}
+        expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "success"}).evaluate(run)
+        mean_rr = sum(m["recip_rank"] for m in expected.values()) / len(expected)
+        assert report["metrics"]["mrr"] == pytest.approx(mean_rr, abs=1e-9)
+        assert report["metrics"]["mrr"] == 1.0
+
+        # A fifth of the relevant documents deleted from the collection: a regression.
+        gone = [f"chunk-{i}-0" for i in range(2)]
+        httpx.post(f"{chroma}{API}/{collection}/delete", json={"ids": gone}).raise_for_status()
+        after = tmp_path / "after.json"
+        result = _run(config, after, "--baseline", str(baseline))
+    assert result.exit_code == 1, result.output
+    assert json.loads(after.read_text())["metrics"]["hit_rate@3"] == pytest.approx(0.8)
+
+
+def test_a_missing_collection_names_the_ones_that_exist(chroma: str, tmp_path: Path) -> None:
+    _collection(chroma, "handbook")
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        report = tmp_path / "report.json"
+        result = _run(_config(tmp_path, chroma, embedder.url, "handbok"), report)
+    assert result.exit_code == 3, result.output
+    error = json.loads(report.read_text())["cases"][0]["error"]
+    assert "collection 'handbok' not found in default_tenant/default_database" in error
+    assert "set collection: to one of" in error
+    assert "handbook" in error
+
+
+def test_a_wrong_dimension_says_both_numbers(chroma: str, tmp_path: Path) -> None:
+    _collection(chroma, "eight")
+    with EmbeddingServer(dimensions=5) as embedder:
+        report = tmp_path / "report.json"
+        result = _run(_config(tmp_path, chroma, embedder.url, "eight"), report)
+    assert result.exit_code == 3, result.output
+    error = json.loads(report.read_text())["cases"][0]["error"]
+    assert "dimension of 8, got 5" in error
+
+
+def test_a_stopped_chroma_is_unavailable(tmp_path: Path) -> None:
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        report = tmp_path / "report.json"
+        closed = f"http://127.0.0.1:{_free_port()}"
+        result = _run(_config(tmp_path, closed, embedder.url, "docs"), report)
+    assert result.exit_code == 3, result.output
+    assert json.loads(report.read_text())["counts"]["outcomes"]["connect_error"] == len(QUERIES)
