@@ -67,21 +67,18 @@ def permutation_test(
     tables = _sign_tables(contrib)
     width = len(tables)
     table_sum = list.__getitem__
-
-    def extreme(code: int) -> bool:
-        # Bit i of ``code`` flips case i; byte j of it picks row j of the tables.
-        mean = sum(map(table_sum, tables, code.to_bytes(width, "little")))
-        if alternative == "less":
-            return mean <= observed + tol
-        if alternative == "greater":
-            return mean >= observed - tol
-        return abs(mean) >= abs(observed) - tol
-
-    if n < 63 and 1 << n <= rounds:
-        return sum(map(extreme, range(1 << n))) / (1 << n)
+    exact = n < 63 and 1 << n <= rounds
     draw = random.Random(seed).getrandbits
-    hits = sum(extreme(draw(n)) for _ in range(rounds))
-    return (hits + 1) / (rounds + 1)
+    codes = range(1 << n) if exact else (draw(n) for _ in range(rounds))
+    # Bit i of a code flips case i; byte j of it picks its entry in table j.
+    means = (sum(map(table_sum, tables, code.to_bytes(width, "little"))) for code in codes)
+    if alternative == "less":
+        hits = sum(1 for mean in means if mean <= observed + tol)
+    elif alternative == "greater":
+        hits = sum(1 for mean in means if mean >= observed - tol)
+    else:
+        hits = sum(1 for mean in means if abs(mean) >= abs(observed) - tol)
+    return hits / (1 << n) if exact else (hits + 1) / (rounds + 1)
 
 
 def _sign_tables(contrib: list[float]) -> list[list[float]]:
