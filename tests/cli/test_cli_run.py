@@ -328,3 +328,43 @@ def test_an_embedding_target_gets_each_query_vector_and_an_embedding_outage_is_u
     assert len(retriever.requests) == asked  # a query without its vector is never sent
     assert "embedding toy: HTTP 503" in report["cases"][0]["error"]
     assert "emb-key-5c2d" not in result.output + report_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("key", "embedding_status", "code", "says"),
+    [
+        pytest.param(API_KEY, 200, 0, "vendor: ok (ok,", id="ok"),
+        pytest.param("wrong-key", 200, 2, "vendor: config (http_4xx,", id="wrong-target-key"),
+        pytest.param(API_KEY, 401, 2, "vendor: config (embedding_error,", id="embedding-refused"),
+        pytest.param(API_KEY, 503, 3, "vendor: unreachable (embedding_error,", id="embedding-down"),
+    ],
+)
+def test_validate_live_tells_a_wrong_config_from_a_down_service(
+    tmp_path: Path, retriever: FakeRetriever, key: str, embedding_status: int, code: int, says: str
+) -> None:
+    with EmbeddingServer(status=embedding_status) as embedder:
+        target = target_entry(retriever.url, retries=0, embedding="toy")
+        target["body"] = {"text": "{query}", "top_k": "{k}", "vector": "{vector}"}
+        (tmp_path / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
+        config = tmp_path / "ragcanary.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "embeddings": {"toy": {"url": embedder.url, "model": "m", "retries": 0}},
+                    "targets": {"vendor": target},
+                    "suites": {"core": {"cases": "suite.yaml", "targets": ["vendor"]}},
+                }
+            ),
+            encoding="utf-8",
+        )
+        result = CliRunner().invoke(
+            app,
+            ["validate", "--live", "-c", str(config)],
+            env={"VENDOR_KEY": key, "COLUMNS": "300"},
+        )
+    assert result.exit_code == code, result.output
+    assert says in result.output
+    assert key not in result.output
+    if code == 0:
+        assert f"query: {QUERIES[0]}" in result.output
+        assert "1. rel-0  0.95" in result.output

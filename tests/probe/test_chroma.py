@@ -204,3 +204,40 @@ def test_a_stopped_chroma_is_unavailable(tmp_path: Path) -> None:
         result = _run(_config(tmp_path, closed, embedder.url, "docs"), report)
     assert result.exit_code == 3, result.output
     assert json.loads(report.read_text())["counts"]["outcomes"]["connect_error"] == len(QUERIES)
+
+
+def _validate_live(config: Path) -> Any:
+    return CliRunner().invoke(
+        app, ["validate", "--live", "-c", str(config)], env={"COLUMNS": "300"}
+    )
+
+
+def test_validate_live_shows_the_request_and_the_first_hits(chroma: str, tmp_path: Path) -> None:
+    _collection(chroma, "live")
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        result = _validate_live(_config(tmp_path, chroma, embedder.url, "live"))
+    assert result.exit_code == 0, result.output
+    assert "kb: ok (ok," in result.output
+    assert f"query: {QUERIES[0]}" in result.output
+    assert '"query_embeddings": [[' in result.output
+    assert "... 8 numbers" not in result.output  # 8 numbers are shown whole; longer cut
+    assert "1. doc-0  " in result.output
+
+
+def test_validate_live_says_a_wrong_dimension_is_a_config_error(
+    chroma: str, tmp_path: Path
+) -> None:
+    _collection(chroma, "dims")
+    with EmbeddingServer(dimensions=12) as embedder:
+        result = _validate_live(_config(tmp_path, chroma, embedder.url, "dims"))
+    assert result.exit_code == 2, result.output
+    assert "dimension of 8, got 12" in result.output
+    assert "... 12 numbers" in result.output
+
+
+def test_validate_live_exits_3_when_chroma_is_down(tmp_path: Path) -> None:
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        closed = f"http://127.0.0.1:{_free_port()}"
+        result = _validate_live(_config(tmp_path, closed, embedder.url, "docs"))
+    assert result.exit_code == 3, result.output
+    assert "kb: unreachable (connect_error" in result.output

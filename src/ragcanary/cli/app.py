@@ -164,7 +164,18 @@ def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
 
 
 @app.command()
-def validate(config: ConfigOption = None) -> None:
+def validate(
+    config: ConfigOption = None,
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Also send one canary to every target (embedded first where it needs it) and "
+            "show the request and the first hits; exit 2 if a target's config does not fit "
+            "what answered, 3 if a target or embedding endpoint is unreachable.",
+        ),
+    ] = False,
+) -> None:
     """Check the config and every suite file; print every problem with file, path and line."""
     with _exit_on_error():
         loaded = _load(config)
@@ -173,6 +184,10 @@ def validate(config: ConfigOption = None) -> None:
         f"{loaded.path}: ok ({len(loaded.config.targets)} targets, "
         f"{len(loaded.suites)} suites, {cases} cases)"
     )
+    if live:
+        from ragcanary.cli.commands import check_live
+
+        raise typer.Exit(asyncio.run(check_live(loaded, Console())))
 
 
 @app.command()

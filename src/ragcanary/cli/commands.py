@@ -541,3 +541,26 @@ async def calibrate_noise(
     console.print(f"suggested thresholds (suites.{suite}.thresholds):")
     for key, value in noise.suggested.items():
         console.print(f"  {key}: {value:g}")
+
+
+async def check_live(loaded: LoadedConfig, console: Console) -> int:
+    """``validate --live``: each target's request and first hits; 0, 2 (config) or 3 (down)."""
+    from ragcanary.probe.live import check_target, first_query
+
+    verdicts = []
+    for name in loaded.config.targets:
+        query = first_query(loaded, name) or "ragcanary live check"
+        check = await check_target(loaded, name, query)
+        verdicts.append(check.verdict)
+        answer = check.answer
+        console.print(f"{name}: {check.verdict} ({answer.outcome}, {answer.latency_s:.2f}s)")
+        console.print(f"  query: {query}", markup=False, highlight=False)
+        console.print(f"  sent: {check.request}", markup=False, highlight=False, soft_wrap=True)
+        if answer.error:
+            console.print(f"  error: {answer.error}", markup=False, highlight=False)
+        for rank, (doc_id, score) in enumerate(zip(answer.ids[:3], answer.scores, strict=False)):
+            shown = "-" if score is None else f"{score:.4g}"
+            console.print(f"  {rank + 1}. {doc_id}  {shown}", markup=False, highlight=False)
+    if "config" in verdicts:
+        return 2
+    return 3 if "unreachable" in verdicts else 0

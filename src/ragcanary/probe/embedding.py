@@ -30,6 +30,7 @@ class Embedded:
     vector: tuple[float, ...] | None
     latency_s: float
     error: str | None = None
+    unreachable: bool = False  # the endpoint was down, slow or overloaded, not misconfigured
 
 
 class _Failed(Exception):
@@ -98,7 +99,7 @@ class Embedder:
                     continue
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 reason = self._redact(f"embedding {self.name}: {failure.reason}{tries}")
-                return [Embedded(None, latency, reason) for _ in texts]
+                return [Embedded(None, latency, reason, failure.retry) for _ in texts]
             latency = self._clock() - started
             return [Embedded(v, latency) for v in vectors]
         raise AssertionError("unreachable: the last attempt returns")

@@ -202,6 +202,8 @@ class HttpTarget:
         self._headers.update(config.headers)
         own = Redactor(_secret_values(config))
         self._redact: Callable[[str], str] = lambda text: redact(own(text))
+        # Method, URL and body of the last request sent, for `validate --live` to show.
+        self.last_request: tuple[str, str, bytes | None] | None = None
 
     async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
         """Ask for the top ``k`` of ``query``, retrying transient failures with backoff.
@@ -240,6 +242,7 @@ class HttpTarget:
 
     async def _exchange(self, request: httpx.Request) -> bytes:
         """Send ``request`` and read its whole body; raises ``QueryFailed`` for every failure."""
+        self.last_request = (request.method, str(request.url), request.content or None)
         timeout = self._config.timeout
         hide = self._redact
         received = False

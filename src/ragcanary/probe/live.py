@@ -1,0 +1,95 @@
+"""`validate --live`: one canary sent to each target, to see a config work before a run needs it."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Literal
+
+from ragcanary.measure.results import Answer
+from ragcanary.probe.embedding import Embedder, make_embedding_client
+from ragcanary.probe.presets import make_target
+from ragcanary.probe.target import make_client
+from ragcanary.redact import Redactor
+from ragcanary.suites.loaded import LoadedConfig
+
+# Outcomes that say the retriever or its embedding endpoint could not be reached or was busy;
+# every other failure says the config does not fit what answered.
+UNREACHABLE = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
+Verdict = Literal["ok", "config", "unreachable"]
+
+
+@dataclass(frozen=True)
+class LiveCheck:
+    """What one target did with one canary: the request sent (secrets masked) and its answer."""
+
+    target: str
+    query: str
+    request: str
+    answer: Answer
+    verdict: Verdict
+
+
+def first_query(loaded: LoadedConfig, target: str) -> str | None:
+    """The first case's query of the first suite that runs against ``target``."""
+    for name, suite in loaded.config.suites.items():
+        cases = loaded.suites.get(name)
+        if target in suite.targets and cases is not None and cases.cases:
+            return cases.cases[0].query
+    return None
+
+
+async def check_target(loaded: LoadedConfig, name: str, query: str) -> LiveCheck:
+    """Embed ``query`` if the target needs it, send it once, and judge what came back."""
+    config = loaded.config.targets[name]
+    redact = Redactor(loaded.secrets)
+    depth = max((s.depth for s in loaded.config.suites.values() if name in s.targets), default=10)
+    vector: tuple[float, ...] | None = None
+    async with AsyncExitStack() as stack:
+        if config.embedding is not None:
+            endpoint = loaded.config.embeddings[config.embedding]
+            embed_client = await stack.enter_async_context(make_embedding_client(endpoint))
+            embedder = Embedder(config.embedding, endpoint, embed_client, redact=redact)
+            (embedded,) = await embedder.embed([query])
+            if embedded.vector is None:
+                reason = embedded.error or "the query could not be embedded"
+                failed = Answer((), (), embedded.latency_s, "embedding_error", reason)
+                verdict: Verdict = "unreachable" if embedded.unreachable else "config"
+                request = f"POST {endpoint.url} (embedding {config.embedding})"
+                return LiveCheck(name, query, redact(request), failed, verdict)
+            vector = embedded.vector
+        client = await stack.enter_async_context(make_client(config))
+        target = make_target(name, config, client, redact)
+        answer = await target.search(query, depth, vector)
+        request = describe(target.last_request, redact)
+    if answer.answered:
+        verdict = "ok"
+    else:
+        verdict = "unreachable" if answer.outcome in UNREACHABLE else "config"
+    return LiveCheck(name, query, request, answer, verdict)
+
+
+def describe(request: tuple[str, str, bytes | None] | None, redact: Redactor) -> str:
+    """``METHOD URL`` and the JSON body, a vector shortened to its first numbers and size."""
+    if request is None:
+        return "(no request was sent)"
+    method, url, body = request
+    text = f"{method} {url}"
+    if body:
+        try:
+            text += " " + json.dumps(_shorten(json.loads(body)))
+        except ValueError:
+            text += f" ({len(body)} bytes)"
+    return redact(text)
+
+
+def _shorten(value: object) -> object:
+    """Lists of more than eight numbers (vectors) cut to their first three and a count."""
+    if isinstance(value, list):
+        if len(value) > 8 and all(isinstance(x, int | float) for x in value):
+            return [*value[:3], f"... {len(value)} numbers"]
+        return [_shorten(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shorten(v) for k, v in value.items()}
+    return value
