@@ -77,7 +77,9 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "TargetConfig.preset": (
         "`http`: any JSON API, described by `body`, `params`, `results`, `id` and `score`."
         " `chroma`: Chroma's REST API (v2) queried with the canary's vector (`embedding:`"
-        " required); `url` is then the server's base URL and scores are distances.",
+        " required; scores are distances). `elasticsearch`, `opensearch`: `/{index}/_search`"
+        " with kNN (`embedding:` and `vector_field:`) or BM25 (`text_field:`). For a preset,"
+        " `url` is the server's base URL; see docs/targets.md.",
         "chroma",
     ),
     "TargetConfig.url": (
@@ -85,10 +87,18 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "http://127.0.0.1:8088/search",
     ),
     "TargetConfig.collection": (
-        "Presets: the collection by name (resolved to its id, again if it is recreated).",
+        "Presets: the collection (the index for Elasticsearch and OpenSearch) by name.",
         "docs",
     ),
     "TargetConfig.tenant": ("Chroma: the tenant of the collection.", "acme"),
+    "TargetConfig.vector_field": (
+        "Elasticsearch, OpenSearch: the `dense_vector` / `knn_vector` field a kNN search reads.",
+        "embedding",
+    ),
+    "TargetConfig.text_field": (
+        "Elasticsearch, OpenSearch: the text field of a BM25 `match` search (no embedding).",
+        "content",
+    ),
     "TargetConfig.database": ("Chroma: the database of the collection.", "prod"),
     "TargetConfig.method": (
         "POST sends `body` as JSON; GET sends `params` in the query string.",

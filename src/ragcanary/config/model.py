@@ -98,7 +98,11 @@ class _Strict(BaseModel):
 
 
 # Presets that speak a vector database's own API, and the score direction each implies.
-PRESET_SCORE_ORDER: dict[str, Literal["desc", "asc"]] = {"chroma": "asc"}
+PRESET_SCORE_ORDER: dict[str, Literal["desc", "asc"]] = {
+    "chroma": "asc",
+    "elasticsearch": "desc",
+    "opensearch": "desc",
+}
 
 
 class TargetConfig(_Strict):
@@ -106,7 +110,7 @@ class TargetConfig(_Strict):
 
     # http: any JSON API, described by body/params/results/id/score; a database's name: its
     # native query API (url is then the server's base URL).
-    preset: Literal["http", "chroma"] = "http"
+    preset: Literal["http", "chroma", "elasticsearch", "opensearch"] = "http"
     url: str
     method: Literal["GET", "POST"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -121,10 +125,13 @@ class TargetConfig(_Strict):
     # The name of an endpoint under embeddings: each canary query is embedded there first, and
     # "{vector}" in body or params is filled with its vector.
     embedding: str | None = None
-    # Presets: the collection by name, and Chroma's tenant and database.
+    # Presets: the collection (an index for Elasticsearch and OpenSearch) by name, Chroma's
+    # tenant and database, and the search engines' vector field (kNN) or text field (BM25).
     collection: str | None = None
     tenant: str = "default_tenant"
     database: str = "default_database"
+    vector_field: str | None = None
+    text_field: str | None = None
     timeout: Seconds = 5.0
     concurrency: int = Field(default=8, ge=1)
     rate_limit: PerSecond | None = None
@@ -173,6 +180,8 @@ class TargetConfig(_Strict):
     def _preset_needs(self) -> TargetConfig:
         if self.preset == "http":
             return self
+        if self.preset in ("elasticsearch", "opensearch"):
+            return self._search_engine_needs()
         missing = [
             f"{name}: {example}"
             for name, value, example in (
@@ -185,6 +194,31 @@ class TargetConfig(_Strict):
             raise _fix(
                 f"the {self.preset} preset needs {' and '.join(m.split(':')[0] for m in missing)}",
                 "add " + ", ".join(missing),
+            )
+        return self
+
+    def _search_engine_needs(self) -> TargetConfig:
+        """An index, and either kNN (embedding and vector_field) or BM25 (text_field)."""
+        if self.collection is None:
+            raise _fix(
+                f"the {self.preset} preset needs collection (the index)", "add collection: docs"
+            )
+        knn = self.embedding is not None
+        if knn and self.vector_field is None:
+            raise _fix(
+                "a kNN search needs vector_field (the dense_vector field of the index)",
+                "add vector_field: embedding, or remove embedding: for a BM25 search",
+            )
+        if not knn and self.text_field is None:
+            raise _fix(
+                f"the {self.preset} preset needs embedding and vector_field (kNN) "
+                "or text_field (BM25)",
+                "add text_field: content, or embedding: NAME and vector_field: embedding",
+            )
+        if knn and self.text_field is not None:
+            raise _fix(
+                "text_field and embedding are both set: one search, kNN or BM25",
+                "remove text_field: for kNN, or embedding: for BM25",
             )
         return self
 
