@@ -77,7 +77,9 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "TargetConfig.preset": (
         "`http`: any JSON API, described by `body`, `params`, `results`, `id` and `score`."
         " `chroma`: Chroma's REST API (v2) queried with the canary's vector (`embedding:`"
-        " required; scores are distances). `elasticsearch`, `opensearch`: `/{index}/_search`"
+        " required; scores are distances). `qdrant`: `points/query` with the vector (say"
+        " `score_order: asc` for a Euclid or Manhattan collection). `elasticsearch`,"
+        " `opensearch`: `/{index}/_search`"
         " with kNN (`embedding:` and `vector_field:`) or BM25 (`text_field:`). For a preset,"
         " `url` is the server's base URL; see docs/targets.md.",
         "chroma",
@@ -91,6 +93,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "docs",
     ),
     "TargetConfig.tenant": ("Chroma: the tenant of the collection.", "acme"),
+    "TargetConfig.using": (
+        "Qdrant: the named vector to search, when the collection has several.",
+        "text",
+    ),
     "TargetConfig.vector_field": (
         "Elasticsearch, OpenSearch: the `dense_vector` / `knn_vector` field a kNN search reads.",
         "embedding",

@@ -110,7 +110,7 @@ class TargetConfig(_Strict):
 
     # http: any JSON API, described by body/params/results/id/score; a database's name: its
     # native query API (url is then the server's base URL).
-    preset: Literal["http", "chroma", "elasticsearch", "opensearch"] = "http"
+    preset: Literal["http", "chroma", "qdrant", "elasticsearch", "opensearch"] = "http"
     url: str
     method: Literal["GET", "POST"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -132,6 +132,7 @@ class TargetConfig(_Strict):
     database: str = "default_database"
     vector_field: str | None = None
     text_field: str | None = None
+    using: str | None = None  # Qdrant: the named vector to search
     timeout: Seconds = 5.0
     concurrency: int = Field(default=8, ge=1)
     rate_limit: PerSecond | None = None

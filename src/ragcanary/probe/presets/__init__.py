@@ -13,6 +13,7 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.chroma import ChromaTarget
+from ragcanary.probe.presets.qdrant import QdrantTarget
 from ragcanary.probe.presets.search_engines import SearchEngineTarget
 from ragcanary.probe.target import HttpTarget
 
@@ -26,6 +27,8 @@ def make_target(
     """The adapter for ``config.preset``: the generic ``HttpTarget`` or a database's own."""
     if config.preset == "chroma":
         return ChromaTarget(name, config, client, redact=redact)
+    if config.preset == "qdrant":
+        return QdrantTarget(name, config, client, redact=redact)
     if config.preset in ("elasticsearch", "opensearch"):
         return SearchEngineTarget(name, config, client, redact=redact)
     return HttpTarget(name, config, client, redact=redact)

@@ -7,8 +7,6 @@ point into a hit's ``metadata`` (``metadata.doc_id``). Its scores are distances.
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -16,15 +14,12 @@ from urllib.parse import quote
 import httpx
 
 from ragcanary.config.model import TargetConfig
-from ragcanary.measure.results import Answer
-from ragcanary.probe.target import HttpTarget, QueryFailed
-
-# Names of existing collections a "not found" message lists at most.
-SHOWN_COLLECTIONS = 20
+from ragcanary.probe.presets.collection import CollectionTarget
+from ragcanary.probe.target import QueryFailed
 
 
-class ChromaTarget(HttpTarget):
-    """A Chroma collection; resolves its id once, and again after the collection went away."""
+class ChromaTarget(CollectionTarget):
+    """A Chroma collection of one tenant and database."""
 
     def __init__(
         self,
@@ -40,30 +35,24 @@ class ChromaTarget(HttpTarget):
         )
         super().__init__(name, shaped, client, redact=redact)
         self._results = _hits
-        assert config.collection is not None  # the config model requires it for this preset
-        self._collection = config.collection
         self._collections_url = (
             f"{config.url.rstrip('/')}/api/v2/tenants/{quote(config.tenant, safe='')}"
             f"/databases/{quote(config.database, safe='')}/collections"
         )
-        self._collection_id: str | None = None
-        self._resolving = asyncio.Lock()
 
-    async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
-        """The collection's ``k`` nearest to ``vector``, nearest first."""
-        started = self._clock()
-        if vector is None:
-            reason = "the chroma preset queries by vector: set embedding: on the target"
-            return Answer((), (), 0.0, "bad_response", reason)
-        try:
-            await self._resolve()
-        except QueryFailed as failure:
-            reason = self._redact(failure.reason)
-            return Answer((), (), self._clock() - started, failure.outcome, reason)
-        answer = await super().search(query, k, vector)
-        if answer.outcome == "http_4xx":
-            self._collection_id = None  # recreated under the same name: look it up again
-        return answer
+    async def _lookup(self) -> str:
+        """The collection's id."""
+        url = f"{self._collections_url}/{quote(self._collection, safe='')}"
+        where = f"{self._config.tenant}/{self._config.database}"
+        found = await self._lookup_json(url, where)
+        collection_id = found.get("id") if isinstance(found, dict) else None
+        if not isinstance(collection_id, str) or not collection_id:
+            raise QueryFailed("bad_response", "the collection lookup has no id")
+        return collection_id
+
+    async def _list_names(self) -> list[str]:
+        listed = await self._fetch_json(self._collections_url)
+        return [c["name"] for c in listed if isinstance(c, dict) and "name" in c]
 
     def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
         body = {
@@ -71,52 +60,7 @@ class ChromaTarget(HttpTarget):
             "n_results": k,
             "include": ["distances", "metadatas"],
         }
-        return self._client.build_request(
-            "POST",
-            f"{self._collections_url}/{self._collection_id}/query",
-            json=body,
-            headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
-        )
-
-    async def _resolve(self) -> None:
-        async with self._resolving:
-            if self._collection_id is not None:
-                return
-            url = f"{self._collections_url}/{quote(self._collection, safe='')}"
-            try:
-                found = json.loads(await self._exchange(self._get(url)))
-            except QueryFailed as failure:
-                if failure.outcome == "http_4xx" and " 404 " in f" {failure.reason} ":
-                    raise QueryFailed("http_4xx", await self._not_found()) from failure
-                raise
-            except ValueError as exc:
-                raise QueryFailed("bad_response", "the collection lookup is not JSON") from exc
-            collection_id = found.get("id") if isinstance(found, dict) else None
-            if not isinstance(collection_id, str) or not collection_id:
-                raise QueryFailed("bad_response", "the collection lookup has no id")
-            self._collection_id = collection_id
-
-    async def _not_found(self) -> str:
-        where = f"{self._config.tenant}/{self._config.database}"
-        message = f"collection {self._collection!r} not found in {where}"
-        try:
-            listed = json.loads(await self._exchange(self._get(self._collections_url)))
-            names = sorted(c["name"] for c in listed if isinstance(c, dict) and "name" in c)
-        except (QueryFailed, ValueError, TypeError):
-            return f"{message}; check collection:, tenant: and database:"
-        if not names:
-            return f"{message}, which has no collections; check tenant: and database:"
-        shown = ", ".join(names[:SHOWN_COLLECTIONS])
-        more = (
-            f" and {len(names) - SHOWN_COLLECTIONS} more" if len(names) > SHOWN_COLLECTIONS else ""
-        )
-        return f"{message}; set collection: to one of {shown}{more}"
-
-    def _get(self, url: str) -> httpx.Request:
-        return self._client.build_request(
-            "GET", url, headers=self._headers, timeout=httpx.Timeout(self._config.timeout)
-        )
+        return self._post(f"{self._collections_url}/{self._found}/query", body)
 
 
 def _hits(document: Any) -> list[dict[str, Any]]:

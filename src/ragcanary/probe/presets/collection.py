@@ -1,0 +1,102 @@
+"""A vector database target that looks its collection up before the first query."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from ragcanary.config.model import TargetConfig
+from ragcanary.measure.results import Answer
+from ragcanary.probe.target import HttpTarget, QueryFailed
+
+# Names of existing collections a "not found" message lists at most.
+SHOWN_COLLECTIONS = 20
+
+
+class CollectionTarget(HttpTarget):
+    """Queries by vector a collection it looks up once, and again after a 4xx (recreated?).
+
+    Subclasses say how to look it up (``_lookup``), how to list the collections a "not
+    found" should name (``_list_names``), and build the query (``_request``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: TargetConfig,
+        client: httpx.AsyncClient,
+        *,
+        redact: Callable[[str], str] = lambda s: s,
+    ) -> None:
+        super().__init__(name, config, client, redact=redact)
+        assert config.collection is not None  # the config model requires it for a preset
+        self._collection = config.collection
+        self._found: Any = None  # what the lookup learned; None until it succeeded
+        self._looking = asyncio.Lock()
+
+    async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
+        """The collection's ``k`` nearest to ``vector``, best first."""
+        started = self._clock()
+        if vector is None:
+            reason = f"the {self._config.preset} preset queries by vector: set embedding:"
+            return Answer((), (), 0.0, "bad_response", reason)
+        try:
+            async with self._looking:
+                if self._found is None:
+                    self._found = await self._lookup()
+        except QueryFailed as failure:
+            reason = self._redact(failure.reason)
+            return Answer((), (), self._clock() - started, failure.outcome, reason)
+        answer = await super().search(query, k, vector)
+        if answer.outcome == "http_4xx":
+            self._found = None  # recreated under the same name: look it up again
+        return answer
+
+    async def _lookup(self) -> Any:
+        raise NotImplementedError
+
+    async def _list_names(self) -> list[str]:
+        raise NotImplementedError
+
+    async def _fetch_json(self, url: str) -> Any:
+        """GET ``url`` and its JSON; raises ``QueryFailed`` for every failure."""
+        request = self._client.build_request(
+            "GET", url, headers=self._headers, timeout=httpx.Timeout(self._config.timeout)
+        )
+        body = await self._exchange(request)
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise QueryFailed("bad_response", f"the answer of GET {url} is not JSON") from exc
+
+    async def _lookup_json(self, url: str, where: str = "") -> Any:
+        """``_fetch_json``, with a 404 said as "not found" naming the collections there."""
+        try:
+            return await self._fetch_json(url)
+        except QueryFailed as failure:
+            if failure.outcome == "http_4xx" and " 404 " in f" {failure.reason} ":
+                raise QueryFailed("http_4xx", await self._not_found(where)) from failure
+            raise
+
+    async def _not_found(self, where: str) -> str:
+        message = f"collection {self._collection!r} not found" + (f" in {where}" if where else "")
+        try:
+            names = sorted(await self._list_names())
+        except (QueryFailed, ValueError, TypeError, KeyError, AttributeError):
+            return f"{message}; check collection:"
+        if not names:
+            return f"{message}, where there are no collections"
+        shown = ", ".join(names[:SHOWN_COLLECTIONS])
+        more = len(names) - SHOWN_COLLECTIONS
+        tail = f" and {more} more" if more > 0 else ""
+        return f"{message}; set collection: to one of {shown}{tail}"
+
+    def _post(self, url: str, body: Any) -> httpx.Request:
+        timeout = httpx.Timeout(self._config.timeout)
+        return self._client.build_request(
+            "POST", url, json=body, headers=self._headers, timeout=timeout
+        )

@@ -1,0 +1,91 @@
+"""Qdrant's REST API: ``POST /collections/{c}/points/query`` with the canary's vector.
+
+The collection is read first: its vectors (named or not) say whether ``using:`` is right,
+and its distance which way scores point. Cosine and Dot scores are similarities; Euclid and
+Manhattan scores are distances, so such a target must say ``score_order: asc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ragcanary.config.model import TargetConfig
+from ragcanary.probe.presets.collection import CollectionTarget
+from ragcanary.probe.target import QueryFailed
+
+DISTANCE_SCORE_ORDER = {"Cosine": "desc", "Dot": "desc", "Euclid": "asc", "Manhattan": "asc"}
+
+
+class QdrantTarget(CollectionTarget):
+    """One Qdrant collection; ``id:`` reads a point (``id``, or ``payload.doc_id``)."""
+
+    def __init__(
+        self,
+        name: str,
+        config: TargetConfig,
+        client: httpx.AsyncClient,
+        *,
+        redact: Callable[[str], str] = lambda s: s,
+    ) -> None:
+        shaped = config.model_copy(
+            update={"method": "POST", "results": "result.points", "score": "score"}
+        )
+        super().__init__(name, shaped, client, redact=redact)
+        self._collections_url = f"{config.url.rstrip('/')}/collections"
+        self._url = f"{self._collections_url}/{quote(self._collection, safe='')}"
+        field = config.id.removeprefix("payload.")
+        self._payload: bool | list[str] = [field] if field != config.id else False
+
+    async def _lookup(self) -> bool:
+        """Check ``using`` and ``score_order`` against the collection's vectors."""
+        found = await self._lookup_json(self._url)
+        try:
+            vectors = found["result"]["config"]["params"]["vectors"]
+        except (KeyError, TypeError):
+            raise QueryFailed(
+                "bad_response", "the collection's vectors are not in its info"
+            ) from None
+        using = self._config.using
+        if isinstance(vectors, dict) and "distance" not in vectors:  # named vectors
+            names = sorted(vectors)
+            if using is None or using not in vectors:
+                said = "no using:" if using is None else f"using: {using!r}"
+                raise QueryFailed(
+                    "bad_response",
+                    f"collection {self._collection!r} has named vectors {', '.join(names)}, "
+                    f"but the target says {said}; set using: to one of them",
+                )
+            vectors = vectors[using]
+        elif using is not None:
+            raise QueryFailed(
+                "bad_response",
+                f"collection {self._collection!r} has one unnamed vector; remove using:",
+            )
+        distance = vectors.get("distance") if isinstance(vectors, dict) else None
+        implied = DISTANCE_SCORE_ORDER.get(str(distance))
+        if implied is not None and implied != self._config.score_order:
+            kind = "distances" if implied == "asc" else "similarities"
+            raise QueryFailed(
+                "bad_response",
+                f"collection {self._collection!r} uses {distance} distance, whose scores are "
+                f"{kind}; set score_order: {implied} on the target",
+            )
+        return True
+
+    async def _list_names(self) -> list[str]:
+        listed = await self._fetch_json(self._collections_url)
+        return [c["name"] for c in listed["result"]["collections"]]
+
+    def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
+        body: dict[str, Any] = {
+            "query": list(vector or ()),
+            "limit": k,
+            "with_payload": self._payload,
+        }
+        if self._config.using is not None:
+            body["using"] = self._config.using
+        return self._post(f"{self._url}/points/query", body)
