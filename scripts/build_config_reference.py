@@ -78,7 +78,9 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "`http`: any JSON API, described by `body`, `params`, `results`, `id` and `score`."
         " `chroma`: Chroma's REST API (v2) queried with the canary's vector (`embedding:`"
         " required; scores are distances). `qdrant`: `points/query` with the vector (say"
-        " `score_order: asc` for a Euclid or Manhattan collection). `elasticsearch`,"
+        " `score_order: asc` for a Euclid or Manhattan collection). `milvus`: REST v2"
+        " `entities/search` with the vector. `pinecone`: the index host's `/query` with the"
+        " vector, or integrated-inference text search without an embedding. `elasticsearch`,"
         " `opensearch`: `/{index}/_search`"
         " with kNN (`embedding:` and `vector_field:`) or BM25 (`text_field:`). For a preset,"
         " `url` is the server's base URL; see docs/targets.md.",
@@ -89,7 +91,8 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "http://127.0.0.1:8088/search",
     ),
     "TargetConfig.collection": (
-        "Presets: the collection (the index for Elasticsearch and OpenSearch) by name.",
+        "Presets: the collection by name (the index for Elasticsearch and OpenSearch, the"
+        " namespace for Pinecone).",
         "docs",
     ),
     "TargetConfig.tenant": ("Chroma: the tenant of the collection.", "acme"),
@@ -98,14 +101,14 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "text",
     ),
     "TargetConfig.vector_field": (
-        "Elasticsearch, OpenSearch: the `dense_vector` / `knn_vector` field a kNN search reads.",
+        "Elasticsearch, OpenSearch, Milvus: the vector field a kNN search reads.",
         "embedding",
     ),
     "TargetConfig.text_field": (
         "Elasticsearch, OpenSearch: the text field of a BM25 `match` search (no embedding).",
         "content",
     ),
-    "TargetConfig.database": ("Chroma: the database of the collection.", "prod"),
+    "TargetConfig.database": ("Chroma, Milvus: the database of the collection.", "prod"),
     "TargetConfig.method": (
         "POST sends `body` as JSON; GET sends `params` in the query string.",
         "GET",

@@ -110,7 +110,9 @@ class TargetConfig(_Strict):
 
     # http: any JSON API, described by body/params/results/id/score; a database's name: its
     # native query API (url is then the server's base URL).
-    preset: Literal["http", "chroma", "qdrant", "elasticsearch", "opensearch"] = "http"
+    preset: Literal[
+        "http", "chroma", "qdrant", "milvus", "pinecone", "elasticsearch", "opensearch"
+    ] = "http"
     url: str
     method: Literal["GET", "POST"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
@@ -183,6 +185,8 @@ class TargetConfig(_Strict):
             return self
         if self.preset in ("elasticsearch", "opensearch"):
             return self._search_engine_needs()
+        if self.preset == "pinecone":
+            return self  # the namespace may be the default one; no embedding: the index embeds
         missing = [
             f"{name}: {example}"
             for name, value, example in (

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import httpx
 import jmespath
@@ -165,7 +165,14 @@ class QueryFailed(Exception):
 
 
 class HttpTarget:
-    """A retriever behind any JSON-over-HTTP API, described by a ``TargetConfig``."""
+    """A retriever behind any JSON-over-HTTP API, described by a ``TargetConfig``.
+
+    A preset (``probe/presets/``) is a subclass: ``SHAPE`` fixes what its API decides of the
+    config (method, results and score paths), ``_setup`` reads its own settings, and
+    ``_request`` (with ``_results``, the hit list of an answer) speaks its API.
+    """
+
+    SHAPE: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(
         self,
@@ -184,6 +191,9 @@ class HttpTarget:
         ``jitter`` returns a number in [0, 1) that spreads each backoff over 0.5x-1.5x;
         ``wall_clock`` is only used to read Retry-After dates.
         """
+        given = config
+        if self.SHAPE:
+            config = config.model_copy(update=dict(self.SHAPE))
         problems = target_problems(name, config, file="config")
         if problems:
             raise ConfigError(problems)
@@ -204,6 +214,10 @@ class HttpTarget:
         self._redact: Callable[[str], str] = lambda text: redact(own(text))
         # Method, URL and body of the last request sent, for `validate --live` to show.
         self.last_request: tuple[str, str, bytes | None] | None = None
+        self._setup(given)
+
+    def _setup(self, config: TargetConfig) -> None:
+        """A preset's own settings, read from the config as written; the generic target has none."""
 
     async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
         """Ask for the top ``k`` of ``query``, retrying transient failures with backoff.

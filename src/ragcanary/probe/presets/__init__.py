@@ -13,9 +13,21 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.chroma import ChromaTarget
+from ragcanary.probe.presets.milvus import MilvusTarget
+from ragcanary.probe.presets.pinecone import PineconeTarget
 from ragcanary.probe.presets.qdrant import QdrantTarget
 from ragcanary.probe.presets.search_engines import SearchEngineTarget
 from ragcanary.probe.target import HttpTarget
+
+PRESETS: dict[str, type[HttpTarget]] = {
+    "http": HttpTarget,
+    "chroma": ChromaTarget,
+    "qdrant": QdrantTarget,
+    "milvus": MilvusTarget,
+    "pinecone": PineconeTarget,
+    "elasticsearch": SearchEngineTarget,
+    "opensearch": SearchEngineTarget,
+}
 
 
 def make_target(
@@ -25,10 +37,4 @@ def make_target(
     redact: Callable[[str], str] = lambda s: s,
 ) -> HttpTarget:
     """The adapter for ``config.preset``: the generic ``HttpTarget`` or a database's own."""
-    if config.preset == "chroma":
-        return ChromaTarget(name, config, client, redact=redact)
-    if config.preset == "qdrant":
-        return QdrantTarget(name, config, client, redact=redact)
-    if config.preset in ("elasticsearch", "opensearch"):
-        return SearchEngineTarget(name, config, client, redact=redact)
-    return HttpTarget(name, config, client, redact=redact)
+    return PRESETS[config.preset](name, config, client, redact=redact)

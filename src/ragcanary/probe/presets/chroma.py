@@ -7,8 +7,8 @@ point into a hit's ``metadata`` (``metadata.doc_id``). Its scores are distances.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
@@ -21,19 +21,11 @@ from ragcanary.probe.target import QueryFailed
 class ChromaTarget(CollectionTarget):
     """A Chroma collection of one tenant and database."""
 
-    def __init__(
-        self,
-        name: str,
-        config: TargetConfig,
-        client: httpx.AsyncClient,
-        *,
-        redact: Callable[[str], str] = lambda s: s,
-    ) -> None:
-        # The hit list is built here; HttpTarget reads each hit's id and distance from it.
-        shaped = config.model_copy(
-            update={"method": "POST", "results": "hits", "score": "distance"}
-        )
-        super().__init__(name, shaped, client, redact=redact)
+    # The hit list is built here (_hits); HttpTarget reads each hit's id and distance from it.
+    SHAPE: ClassVar[Mapping[str, Any]] = {"method": "POST", "results": "hits", "score": "distance"}
+
+    def _setup(self, config: TargetConfig) -> None:
+        super()._setup(config)
         self._results = _hits
         self._collections_url = (
             f"{config.url.rstrip('/')}/api/v2/tenants/{quote(config.tenant, safe='')}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -24,15 +24,7 @@ class CollectionTarget(HttpTarget):
     found" should name (``_list_names``), and build the query (``_request``).
     """
 
-    def __init__(
-        self,
-        name: str,
-        config: TargetConfig,
-        client: httpx.AsyncClient,
-        *,
-        redact: Callable[[str], str] = lambda s: s,
-    ) -> None:
-        super().__init__(name, config, client, redact=redact)
+    def _setup(self, config: TargetConfig) -> None:
         assert config.collection is not None  # the config model requires it for a preset
         self._collection = config.collection
         self._found: Any = None  # what the lookup learned; None until it succeeded

@@ -7,8 +7,8 @@ Manhattan scores are distances, so such a target must say ``score_order: asc``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
@@ -23,18 +23,14 @@ DISTANCE_SCORE_ORDER = {"Cosine": "desc", "Dot": "desc", "Euclid": "asc", "Manha
 class QdrantTarget(CollectionTarget):
     """One Qdrant collection; ``id:`` reads a point (``id``, or ``payload.doc_id``)."""
 
-    def __init__(
-        self,
-        name: str,
-        config: TargetConfig,
-        client: httpx.AsyncClient,
-        *,
-        redact: Callable[[str], str] = lambda s: s,
-    ) -> None:
-        shaped = config.model_copy(
-            update={"method": "POST", "results": "result.points", "score": "score"}
-        )
-        super().__init__(name, shaped, client, redact=redact)
+    SHAPE: ClassVar[Mapping[str, Any]] = {
+        "method": "POST",
+        "results": "result.points",
+        "score": "score",
+    }
+
+    def _setup(self, config: TargetConfig) -> None:
+        super()._setup(config)
         self._collections_url = f"{config.url.rstrip('/')}/collections"
         self._url = f"{self._collections_url}/{quote(self._collection, safe='')}"
         field = config.id.removeprefix("payload.")

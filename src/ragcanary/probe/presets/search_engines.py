@@ -7,15 +7,15 @@ here) or ``_source.doc_id``; only that source field is asked for, never the docu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
-from ragcanary.probe.target import HttpTarget
+from ragcanary.probe.target import HttpTarget, compile_path
 
 # kNN candidates per shard: ten times k, as the engines' guides suggest, within their limit.
 CANDIDATES_PER_K = 10
@@ -25,19 +25,16 @@ MAX_CANDIDATES = 10_000
 class SearchEngineTarget(HttpTarget):
     """One index of Elasticsearch (``knn`` search option) or OpenSearch (``knn`` query)."""
 
-    def __init__(
-        self,
-        name: str,
-        config: TargetConfig,
-        client: httpx.AsyncClient,
-        *,
-        redact: Callable[[str], str] = lambda s: s,
-    ) -> None:
+    SHAPE: ClassVar[Mapping[str, Any]] = {
+        "method": "POST",
+        "results": "hits.hits",
+        "score": "_score",
+    }
+
+    def _setup(self, config: TargetConfig) -> None:
         id_path = "_id" if config.id == "id" else config.id
-        shaped = config.model_copy(
-            update={"method": "POST", "results": "hits.hits", "id": id_path, "score": "_score"}
-        )
-        super().__init__(name, shaped, client, redact=redact)
+        self._config = self._config.model_copy(update={"id": id_path})
+        self._id = compile_path(id_path)
         assert config.collection is not None  # the config model requires the index
         self._url = f"{config.url.rstrip('/')}/{quote(config.collection, safe='')}/_search"
         source = id_path.removeprefix("_source.")
