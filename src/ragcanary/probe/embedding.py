@@ -13,14 +13,19 @@ from typing import Any
 
 import httpx
 
-from ragcanary import __version__
 from ragcanary.config.model import EmbeddingConfig
+from ragcanary.probe.target import (
+    QueryFailed,
+    TooLarge,
+    backoff_delay,
+    http_client,
+    read_capped,
+)
 from ragcanary.redact import Redactor
 
 # Statuses worth asking again: overload and the server's own trouble, as for targets.
 _RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 BACKOFF_BASE_S = 0.5
-MAX_RETRY_DELAY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -46,12 +51,7 @@ def make_embedding_client(config: EmbeddingConfig) -> httpx.AsyncClient:
     An embeddings endpoint has no reason to redirect, and following one would carry its
     API key to wherever it points.
     """
-    return httpx.AsyncClient(
-        verify=config.verify_tls,
-        follow_redirects=False,
-        timeout=config.timeout,
-        headers={"User-Agent": f"ragcanary/{__version__}"},
-    )
+    return http_client(config.verify_tls, config.timeout)
 
 
 class Embedder:
@@ -94,8 +94,7 @@ class Embedder:
             except _Failed as failure:
                 latency = self._clock() - started
                 if failure.retry and attempt < attempts:
-                    delay = BACKOFF_BASE_S * 2.0 ** (attempt - 1) * (0.5 + self._jitter())
-                    await self._sleep(min(delay, MAX_RETRY_DELAY_S))
+                    await self._sleep(backoff_delay(attempt - 1, self._jitter(), BACKOFF_BASE_S))
                     continue
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 reason = self._redact(f"embedding {self.name}: {failure.reason}{tries}")
@@ -144,14 +143,13 @@ def _hint(status: int) -> str:
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise _Failed(f"answer larger than max_response_bytes ({limit})", False)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The target's capped reader (Content-Length and decoded size), in this client's words."""
+    try:
+        return await read_capped(response, limit)
+    except TooLarge:
+        raise _Failed(f"answer larger than max_response_bytes ({limit})", False) from None
+    except QueryFailed as failure:  # an unreadable Content-Encoding
+        raise _Failed(failure.reason, False) from None
 
 
 def _vectors(raw: bytes, count: int, dimensions: int | None) -> list[tuple[float, ...]]:

@@ -10,13 +10,10 @@ from typing import Literal
 from ragcanary.measure.results import Answer
 from ragcanary.probe.embedding import Embedder, make_embedding_client
 from ragcanary.probe.presets import make_target
-from ragcanary.probe.target import make_client
+from ragcanary.probe.target import TRANSIENT, make_client
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
 
-# Outcomes that say the retriever or its embedding endpoint could not be reached or was busy;
-# every other failure says the config does not fit what answered.
-UNREACHABLE = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
 Verdict = Literal["ok", "config", "unreachable"]
 
 
@@ -66,7 +63,7 @@ async def check_target(loaded: LoadedConfig, name: str, query: str) -> LiveCheck
     if answer.answered:
         verdict = "ok"
     else:
-        verdict = "unreachable" if answer.outcome in UNREACHABLE else "config"
+        verdict = "unreachable" if answer.outcome in TRANSIENT else "config"
     return LiveCheck(name, query, request, answer, verdict)
 
 

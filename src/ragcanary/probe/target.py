@@ -33,7 +33,9 @@ BACKOFF_BASE_S = 0.2
 MAX_RETRY_DELAY_S = 30.0  # a Retry-After of an hour must not stall a canary cycle
 MAX_REDIRECTS = 5
 MAX_ID_LENGTH = 512  # longer ids are no document ids, and would bloat every stored run
-_RETRIED: frozenset[Outcome] = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
+# Outcomes of a retriever that was down, slow or overloaded: retried, and "unreachable" to
+# `validate --live`. Every other failure says the request does not fit what answered.
+TRANSIENT: frozenset[Outcome] = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
 _PLACEHOLDER = re.compile(r"\{(query|k)\}")
 _SECONDS = re.compile(r"\d+(\.\d+)?")
 # Text is cut for a message only after secrets are hidden in this much of it: a secret cut
@@ -124,12 +126,23 @@ def make_client(config: TargetConfig) -> httpx.AsyncClient:
     It follows no redirect itself: ``HttpTarget`` does, so that it decides which origin may
     receive the configured headers.
     """
+    return http_client(config.verify_tls, config.timeout)
+
+
+def http_client(verify_tls: bool, timeout: float) -> httpx.AsyncClient:
+    """A client that verifies TLS as told, sends our User-Agent and follows no redirect."""
     return httpx.AsyncClient(
-        verify=config.verify_tls,
+        verify=verify_tls,
         follow_redirects=False,
-        timeout=config.timeout,
+        timeout=timeout,
         headers={"User-Agent": f"ragcanary/{__version__}"},
     )
+
+
+def backoff_delay(attempt: int, jitter: float, base: float = BACKOFF_BASE_S) -> float:
+    """Seconds before retry ``attempt`` (0 first): doubling from ``base``, spread 0.5x-1.5x by
+    ``jitter`` (a number in [0, 1)), never above ``MAX_RETRY_DELAY_S``."""
+    return min(base * 2.0**attempt * (0.5 + jitter), MAX_RETRY_DELAY_S)
 
 
 def compile_path(expression: str) -> Callable[[Any], Any]:
@@ -162,6 +175,13 @@ class QueryFailed(Exception):
         self.outcome: Outcome = outcome
         self.reason = reason
         self.retry_after = retry_after
+
+
+class TooLarge(QueryFailed):
+    """The answer is larger than the configured cap; nothing past the cap was read."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("bad_response", reason)
 
 
 class HttpTarget:
@@ -233,7 +253,7 @@ class HttpTarget:
             except QueryFailed as failure:
                 latency = self._clock() - started
                 attempt += 1
-                if failure.outcome not in _RETRIED or attempt >= attempts:
+                if failure.outcome not in TRANSIENT or attempt >= attempts:
                     reason = (
                         failure.reason
                         if attempt == 1
@@ -248,7 +268,7 @@ class HttpTarget:
     def _retry_delay(self, attempt: int, failure: QueryFailed) -> float:
         if failure.retry_after is not None:
             return min(failure.retry_after, MAX_RETRY_DELAY_S)
-        return min(BACKOFF_BASE_S * 2.0**attempt * (0.5 + self._jitter()), MAX_RETRY_DELAY_S)
+        return backoff_delay(attempt, self._jitter())
 
     async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         """One request and its parsed answer; raises ``QueryFailed`` for every kind of failure."""
@@ -268,7 +288,7 @@ class HttpTarget:
                 received = True
                 try:
                     await self._check_status(response)
-                    body = await _read_capped(response, self._config.max_response_bytes)
+                    body = await read_capped(response, self._config.max_response_bytes)
                 finally:
                     await response.aclose()
         except QueryFailed:
@@ -440,16 +460,14 @@ def _secret_values(config: TargetConfig) -> list[str]:
     return secrets
 
 
-async def _read_capped(response: httpx.Response, limit: int) -> bytes:
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
     """The decoded body, refusing (and no longer reading) anything above ``limit`` bytes."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise QueryFailed(
-            "bad_response", f"response larger than {limit} bytes (Content-Length {declared})"
-        )
+        raise TooLarge(f"response larger than {limit} bytes (Content-Length {declared})")
     body, whole = await _read_decoded(response, limit)
     if not whole:
-        raise QueryFailed("bad_response", f"response larger than {limit} bytes")
+        raise TooLarge(f"response larger than {limit} bytes")
     return body
 
 
