@@ -12,7 +12,7 @@ from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.settings import Settings
 from ragcanary.measure.verdict import Policy
-from ragcanary.probe.embedding import Embedder, make_embedding_client
+from ragcanary.probe.embedding import open_embedder
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate, run_suite
 from ragcanary.redact import Redactor
@@ -55,12 +55,8 @@ async def run_cycle(
     async with AsyncExitStack() as stack:
         embedder = None
         if target_cfg.embedding is not None:
-            embedding_cfg = loaded.config.embeddings[target_cfg.embedding]
-            embedding_client = make_embedding_client(embedding_cfg)
-            await stack.enter_async_context(embedding_client)
-            embedder = Embedder(
-                target_cfg.embedding, embedding_cfg, embedding_client, redact=redact
-            )
+            endpoint = loaded.config.embeddings[target_cfg.embedding]
+            embedder = await open_embedder(stack, target_cfg.embedding, endpoint, redact)
         run = await run_suite(
             suite_name,
             loaded.suites[suite_name],

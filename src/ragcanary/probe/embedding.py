@@ -8,6 +8,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,14 @@ def make_embedding_client(config: EmbeddingConfig) -> httpx.AsyncClient:
     API key to wherever it points.
     """
     return http_client(config.verify_tls, config.timeout)
+
+
+async def open_embedder(
+    stack: AsyncExitStack, name: str, config: EmbeddingConfig, redact: Callable[[str], str]
+) -> Embedder:
+    """An ``Embedder`` for endpoint ``name`` whose client ``stack`` closes."""
+    client = await stack.enter_async_context(make_embedding_client(config))
+    return Embedder(name, config, client, redact=redact)
 
 
 class Embedder:

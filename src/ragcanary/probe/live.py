@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragcanary.measure.results import Answer
-from ragcanary.probe.embedding import Embedder, make_embedding_client
+from ragcanary.probe.embedding import open_embedder
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.target import TRANSIENT, make_client
 from ragcanary.redact import Redactor
@@ -46,8 +46,7 @@ async def check_target(loaded: LoadedConfig, name: str, query: str) -> LiveCheck
     async with AsyncExitStack() as stack:
         if config.embedding is not None:
             endpoint = loaded.config.embeddings[config.embedding]
-            embed_client = await stack.enter_async_context(make_embedding_client(endpoint))
-            embedder = Embedder(config.embedding, endpoint, embed_client, redact=redact)
+            embedder = await open_embedder(stack, config.embedding, endpoint, redact)
             (embedded,) = await embedder.embed([query])
             if embedded.vector is None:
                 reason = embedded.error or "the query could not be embedded"
