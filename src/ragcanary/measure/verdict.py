@@ -188,6 +188,7 @@ def judge(
                 Failure("floor", f"{metric} {value:.4f} is below the floor {floor:.4f}", metric)
             )
     exact = drift is not None and drift.score_drift == 0.0
+    second_regressions: list[Regression] | None = None
     for change in changes.values():
         why = _beyond_noise(change, regressions, policy, exact)
         if why is None:
@@ -196,7 +197,8 @@ def judge(
             # Asked only of a drop, so that a healthy run costs no second set of statistics.
             second = compare_scores(noise_free, baseline, policy.seed, only={change.metric})
             recheck = second.get(change.metric)
-            second_regressions = case_regressions(noise_free, baseline)
+            if second_regressions is None:
+                second_regressions = case_regressions(noise_free, baseline)
             if (
                 recheck is not None
                 and _beyond_noise(recheck, second_regressions, policy, exact) is None
