@@ -187,8 +187,9 @@ class TooLarge(QueryFailed):
 class HttpTarget:
     """A retriever behind any JSON-over-HTTP API, described by a ``TargetConfig``.
 
-    A preset (``probe/presets/``) is a subclass: ``SHAPE`` fixes what its API decides of the
-    config (method, results and score paths), ``_setup`` reads its own settings, and
+    A preset (``probe/presets/``) is a subclass: ``SHAPE`` (or ``_shape``, when it depends
+    on the config) fixes what its API decides of the config (method, results, id and score
+    paths), ``_setup`` reads its own settings, and
     ``_request`` (with ``_results``, the hit list of an answer) speaks its API.
     """
 
@@ -212,8 +213,9 @@ class HttpTarget:
         ``wall_clock`` is only used to read Retry-After dates.
         """
         given = config
-        if self.SHAPE:
-            config = config.model_copy(update=dict(self.SHAPE))
+        shape = self._shape(config)
+        if shape:
+            config = config.model_copy(update=dict(shape))
         problems = target_problems(name, config, file="config")
         if problems:
             raise ConfigError(problems)
@@ -235,6 +237,10 @@ class HttpTarget:
         # Method, URL and body of the last request sent, for `validate --live` to show.
         self.last_request: tuple[str, str, bytes | None] | None = None
         self._setup(given)
+
+    def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
+        """What the preset's API fixes of ``config``; ``SHAPE`` unless it depends on it."""
+        return self.SHAPE
 
     def _setup(self, config: TargetConfig) -> None:
         """A preset's own settings, read from the config as written; the generic target has none."""

@@ -15,7 +15,7 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
-from ragcanary.probe.target import HttpTarget, compile_path
+from ragcanary.probe.target import HttpTarget
 
 # kNN candidates per shard: ten times k, as the engines' guides suggest, within their limit.
 CANDIDATES_PER_K = 10
@@ -31,10 +31,12 @@ class SearchEngineTarget(HttpTarget):
         "score": "_score",
     }
 
+    def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
+        # A hit's own id is _id here; an id: the config sets is kept.
+        return {**self.SHAPE, "id": "_id" if config.id == "id" else config.id}
+
     def _setup(self, config: TargetConfig) -> None:
-        id_path = "_id" if config.id == "id" else config.id
-        self._config = self._config.model_copy(update={"id": id_path})
-        self._id = compile_path(id_path)
+        id_path = self._config.id
         assert config.collection is not None  # the config model requires the index
         self._url = f"{config.url.rstrip('/')}/{quote(config.collection, safe='')}/_search"
         source = id_path.removeprefix("_source.")
