@@ -347,12 +347,18 @@ def test_outage_gives_coverage_0_and_unavailable_runs_without_touching_hit_rate(
     assert any(w["level"] == "warning" and w["reasons"] == {"http_5xx": 30} for w in warnings)
 
     def unavailable_runs() -> list[dict[str, Any]]:
-        runs = [e for e in _run_events(world.daemon) if e["outcome"] == "unavailable"]
+        runs = [
+            e
+            for e in _run_events(world.daemon)
+            if e["target"] == "vendor" and e["outcome"] == "unavailable"
+        ]
         return runs if len(runs) >= 3 else []
 
-    # A run's log line may reach us after the scrape that counted it.
+    # A run's log line may reach us after the scrape that counted it. The first unavailable
+    # run may have straddled the switch to 503 (some queries answered, coverage above 0), and
+    # a fourth may straddle the heal; the second and third ran wholly inside the outage.
     unavailable = wait_for(unavailable_runs, 10.0, "3 unavailable run log lines")
-    assert all(e["coverage"] == 0.0 for e in unavailable)
+    assert [e["coverage"] for e in unavailable[1:3]] == [0.0, 0.0]
 
 
 def test_sighup_with_a_bad_config_is_refused_and_the_old_jobs_keep_running(world: World) -> None:
