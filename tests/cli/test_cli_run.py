@@ -330,6 +330,53 @@ def test_an_embedding_target_gets_each_query_vector_and_an_embedding_outage_is_u
     assert "emb-key-5c2d" not in result.output + report_path.read_text()
 
 
+def test_a_new_model_behind_the_embedding_endpoint_is_embedding_drift(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    """Against a baseline report, the same model is no drift; a swapped one, a new size, are."""
+    with EmbeddingServer() as embedder:
+        target = target_entry(retriever.url, retries=0, embedding="toy")
+        target["body"] = {"text": "{query}", "top_k": "{k}", "vector": "{vector}"}
+        config = tmp_path / "ragcanary.yaml"
+        (tmp_path / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "embeddings": {"toy": {"url": embedder.url, "model": "toy-1"}},
+                    "targets": {"vendor": target},
+                    "suites": {"core": {"cases": "suite.yaml", "targets": ["vendor"]}},
+                }
+            ),
+            encoding="utf-8",
+        )
+        env = {"VENDOR_KEY": API_KEY, "COLUMNS": "200"}
+        base, current = tmp_path / "base.json", tmp_path / "current.json"
+
+        def run_against_base() -> dict[str, Any]:
+            args = ["run", "-c", str(config), "--baseline", str(base), "--report", str(current)]
+            result = CliRunner().invoke(app, args, env=env)
+            assert result.exit_code == 0, result.output  # the ranking did not change
+            return {**json.loads(current.read_text())["baseline"], "output": result.output}
+
+        result = CliRunner().invoke(app, ["run", "-c", str(config), "--report", str(base)], env=env)
+        assert result.exit_code == 0, result.output
+        same = run_against_base()
+        embedder.model = "toy-2"
+        swapped = run_against_base()
+        embedder.dimensions = 16
+        resized = run_against_base()
+    assert same["embedding_drift"] < 1e-6
+    assert same["embedding_changed_ratio"] == 0.0
+    assert swapped["embedding_drift"] > 0.5
+    assert swapped["embedding_changed_ratio"] == 1.0
+    assert swapped["embedding_dimensions"] is None
+    assert resized["embedding_dimensions"] == {"baseline": 8, "current": 16}
+    assert resized["embedding_drift"] == 1.0
+    assert swapped["rank_overlap"] == 1.0  # the index answered as before: only vectors moved
+    assert "100% of query vectors moved" in swapped["output"]
+    assert "embedding dimensions changed 8 → 16" in resized["output"]
+
+
 @pytest.mark.parametrize(
     ("key", "embedding_status", "code", "says"),
     [

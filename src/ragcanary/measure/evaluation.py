@@ -8,6 +8,7 @@ from ragcanary.measure.drift import Drift, align_run, compare_runs
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import RunScores, score_run
 from ragcanary.measure.settings import Settings
+from ragcanary.measure.vectors import EmbeddingDrift, compare_vectors
 from ragcanary.measure.verdict import Verdict, judge
 
 
@@ -20,13 +21,15 @@ class Evaluation:
     verdict: Verdict
     drift: Drift | None = None
     baseline_run_id: str | None = None
+    embedding: EmbeddingDrift | None = None  # query vectors vs the baseline's, when embedded
 
 
 def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = None) -> Evaluation:
     """Score ``run`` as the target returned it, compare it with ``baseline``, and judge it.
 
     1. Score: per-case and aggregate metrics of the rankings exactly as returned.
-    2. Compare: the baseline (scored with the same labels) and the drift of ids and scores.
+    2. Compare: the baseline (scored with the same labels), the drift of ids and scores, and
+       of the query vectors when the target searched by vector.
     3. Judge: floors, canary checks, and drops beyond ``max_drop`` and beyond noise.
 
     Noise tolerance lives in the verdict only. While the scores did not drift (their
@@ -46,4 +49,5 @@ def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = No
     aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift), order)
     noise_free = None if aligned is run else score_run(aligned, ks, depth, gain, order)
     verdict = judge(scores, run.coverage, policy, baseline_scores, drift, noise_free)
-    return Evaluation(run, scores, verdict, drift, baseline.run_id)
+    embedding = compare_vectors(run, baseline)
+    return Evaluation(run, scores, verdict, drift, baseline.run_id, embedding)

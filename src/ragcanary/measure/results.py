@@ -50,6 +50,8 @@ class CaseResult:
 
     case: Case
     answer: Answer
+    # The query's embedding when the target searched by vector: compared with the baseline's.
+    vector: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

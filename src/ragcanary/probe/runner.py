@@ -125,9 +125,10 @@ async def run_suite(
                 async with gate.slots:
                     if gate.limiter is not None:
                         await gate.limiter.acquire()
-                    vector = embedded.vector if embedded is not None else None
-                    answer = await _ask(target, cases[index], depth, clock, vector)
-            result = CaseResult(cases[index], answer)
+                    query_vector = embedded.vector if embedded is not None else None
+                    answer = await _ask(target, cases[index], depth, clock, query_vector)
+            vector = embedded.vector if embedded is not None else None
+            result = CaseResult(cases[index], answer, vector)
             results[index] = result
             if on_result is not None:
                 on_result(result)

@@ -137,6 +137,12 @@ def _drift(baseline: Mapping[str, Any] | None) -> str:
         ("Drifted (case, id) pairs", _percent(baseline.get("score_drifted_ratio"))),
         ("Top-1 score Δ", _signed(baseline.get("top_score_delta"))),
     ]
+    if baseline.get("embedding_drift") is not None:  # a target searched by vector
+        facts.append(("Embedding drift (1 − mean cosine)", _number(baseline["embedding_drift"])))
+        facts.append(("Query vectors moved", _percent(baseline.get("embedding_changed_ratio"))))
+    sizes = baseline.get("embedding_dimensions")
+    if isinstance(sizes, Mapping):
+        facts.append(("Embedding dimensions", f"{sizes.get('baseline')} → {sizes.get('current')}"))
     return "\n".join(["### Drift vs baseline", "", *(f"- {k}: {v}" for k, v in facts)])
 
 

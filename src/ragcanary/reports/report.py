@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -25,6 +29,36 @@ def _num(value: float | None, digits: int | None = None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return round(value, digits) if digits is not None else float(value)
+
+
+def encode_vector(vector: Sequence[float]) -> str:
+    """A query vector as the report keeps it: base64 of little-endian float32, like the
+    ``encoding_format: base64`` of OpenAI's embeddings API.
+
+    Embedding models compute in float32, so nothing they return is lost; the text is a
+    fifth of the JSON number list's.
+    """
+    packed = array("f", vector)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return base64.b64encode(packed.tobytes()).decode("ascii")
+
+
+def decode_vector(text: Any) -> tuple[float, ...] | None:
+    """The vector ``encode_vector`` wrote, or None for anything else (a hand-edited report)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not raw or len(raw) % 4:
+        return None
+    packed = array("f")
+    packed.frombytes(raw)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return tuple(packed)
 
 
 def unanswered(report: Mapping[str, Any]) -> dict[str, int]:
@@ -59,11 +93,12 @@ def failure_kinds(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
     """The report dict of one evaluated run, exactly the contract's keys plus a few additions."""
-    run, scores, verdict, drift = (
+    run, scores, verdict, drift, vectors = (
         evaluation.run,
         evaluation.scores,
         evaluation.verdict,
         evaluation.drift,
+        evaluation.embedding,
     )
     baseline: dict[str, Any] | None = None
     if evaluation.baseline_run_id is not None:
@@ -79,6 +114,14 @@ def to_report(evaluation: Evaluation) -> dict[str, Any]:
             "score_drifted_ratio": _num(drift.score_drifted_ratio) if drift else None,
             "score_shift": _num(drift.score_shift) if drift else None,
             "top_score_delta": _num(drift.top_score_delta) if drift else None,
+            # 1 - mean cosine of the query vectors with the baseline's (vector search only).
+            "embedding_drift": _num(vectors.drift) if vectors else None,
+            "embedding_changed_ratio": _num(vectors.changed_ratio) if vectors else None,
+            "embedding_dimensions": (
+                {"baseline": vectors.dimensions[0], "current": vectors.dimensions[1]}
+                if vectors and vectors.dimensions
+                else None
+            ),
         }
     outcomes = Counter(r.answer.outcome for r in run.results)
     kinds = Counter(r.case.kind for r in run.results)
@@ -142,6 +185,11 @@ def _case_entry(result: CaseResult, evaluation: Evaluation) -> dict[str, Any]:
             "left": [e.id for e in comparison.left],
             "top_score_delta": _num(comparison.top1_delta),
         }
+    vectors = evaluation.embedding
+    if vectors is not None and case.id in vectors.per_case:
+        entry["embedding_cosine"] = _num(vectors.per_case[case.id])
+    if result.vector is not None:  # last: the one long value of the entry
+        entry["query_vector"] = encode_vector(result.vector)
     return entry
 
 
@@ -182,7 +230,8 @@ def run_from_report(report: Mapping[str, Any], suite: Suite) -> RunResult:
 
     Rescoring the baseline's ids with today's labels means a fixed label changes both sides
     alike, so deltas only ever show what the retriever did. Cases the report lacks are left
-    out (unpaired); cases the suite no longer has are ignored.
+    out (unpaired); cases the suite no longer has are ignored. A case keeps its stored query
+    vector only while its query is the one the vector was made for.
     """
     results = []
     for entry in report["cases"]:
@@ -197,7 +246,11 @@ def run_from_report(report: Mapping[str, Any], suite: Suite) -> RunResult:
         if len(scores) != len(ids):
             scores = (None,) * len(ids)
         answer = Answer(ids, scores, float(entry.get("latency_s") or 0.0), _outcome(outcome))
-        results.append(CaseResult(suite.by_id[entry["id"]], answer))
+        case = suite.by_id[entry["id"]]
+        # A vector is the embedding of the query it was made for: an edited query has none.
+        same_query = entry.get("query") == case.query
+        vector = decode_vector(entry.get("query_vector")) if same_query else None
+        results.append(CaseResult(case, answer, vector))
     started = report.get("started_at")
     try:
         started_at = datetime.fromisoformat(started) if isinstance(started, str) else None

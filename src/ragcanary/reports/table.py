@@ -99,7 +99,21 @@ def summary_line(report: Mapping[str, Any]) -> Text:
         shift = baseline.get("score_shift")
         if shift is not None:
             text.append(f" (shift {_fmt(shift, signed=True)})")
+        text.append(_embedding_drift(baseline))
     return text
+
+
+def _embedding_drift(baseline: Mapping[str, Any]) -> str:
+    """How the query vectors moved, when the target searched by vector; "" otherwise."""
+    sizes = baseline.get("embedding_dimensions")
+    if isinstance(sizes, Mapping):
+        return f", embedding dimensions changed {sizes.get('baseline')} → {sizes.get('current')}"
+    drift = baseline.get("embedding_drift")
+    if drift is None:
+        return ""
+    ratio = baseline.get("embedding_changed_ratio")
+    moved = f", {ratio:.0%} of query vectors moved" if isinstance(ratio, int | float) else ""
+    return f", embedding drift {_fmt(drift)}{moved}"
 
 
 def render_report(report: Mapping[str, Any]) -> RenderableType:
