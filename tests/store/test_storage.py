@@ -25,6 +25,7 @@ from ragcanary.store import schema
 from ragcanary.store.storage import StorageError, StorageUnavailable, Store, make_engine
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+LATEST = schema.latest_version(schema.UPGRADES)
 SUMMARY_KEYS = {
     "run_id",
     "suite",
@@ -544,6 +545,68 @@ def test_prune_deletes_in_batches_until_done(store_url: str) -> None:
         assert store.list_runs() == []
 
 
+# Query vectors --------------------------------------------------------------------------------
+
+
+def with_vectors(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with a query vector in every case entry, as to_report writes them."""
+    cases = [
+        {**c, "query_vector": f"{report['run_id']}/{c['id']}/AACAPw=="} for c in report["cases"]
+    ]
+    return {**report, "cases": cases}
+
+
+def stored_vectors(store: Store, run_id: str) -> list[Any]:
+    report = store.get_report(run_id)
+    assert report is not None
+    return [c.get("query_vector") for c in report["cases"]]
+
+
+def test_query_vectors_are_kept_in_their_own_table_and_read_back(
+    store: Store, store_url: str
+) -> None:
+    """A report's query vectors come back from get_report, and results holds none of them."""
+    report = with_vectors(make_report("r1"))
+    store.save_run(report)
+    assert store.get_report("r1") == report
+    assert count_rows(store_url, "vectors") == 2
+    engine = make_engine(store_url)
+    with engine.connect() as conn:
+        extras = conn.execute(sqlalchemy.text("SELECT extra FROM results")).scalars().all()
+    engine.dispose()
+    assert not any("query_vector" in str(extra) for extra in extras)
+
+
+def test_only_the_pinned_baseline_and_the_newest_run_keep_their_vectors(store: Store) -> None:
+    """Vectors of runs no later run is compared with are deleted; the reports stay whole."""
+    for i, run_id in enumerate(("r1", "r2", "r3")):
+        store.save_run(with_vectors(make_report(run_id, NOW + timedelta(minutes=i))))
+        if run_id == "r1":
+            store.set_baseline("core", "search", "r1")
+    store.save_run(with_vectors(make_report("other", NOW, target="elsewhere")))
+
+    assert store.get_report("r1") == with_vectors(make_report("r1"))  # the pinned baseline
+    assert stored_vectors(store, "r2") == [None, None]
+    assert store.get_report("r2") == make_report("r2", NOW + timedelta(minutes=1))
+    assert None not in stored_vectors(store, "r3")
+    assert None not in stored_vectors(store, "other")  # another pair's newest run
+
+
+def test_a_late_older_run_does_not_take_the_newest_runs_vectors(store: Store) -> None:
+    """A run replayed from the spool after a newer one was stored keeps no vectors."""
+    store.save_run(with_vectors(make_report("newer", NOW)))
+    store.save_run(with_vectors(make_report("older", NOW - timedelta(minutes=5))))
+    assert None not in stored_vectors(store, "newer")
+    assert stored_vectors(store, "older") == [None, None]
+
+
+def test_prune_deletes_the_vectors_of_the_runs_it_deletes(store: Store, store_url: str) -> None:
+    store.save_run(with_vectors(make_report("old", NOW - timedelta(days=40))))
+    assert count_rows(store_url, "vectors") == 2
+    assert store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=90)) == 1
+    assert count_rows(store_url, "vectors") == 0
+
+
 # Schema versions ------------------------------------------------------------------------------
 
 
@@ -568,7 +631,7 @@ def test_migrate_twice_changes_nothing(store: Store, store_url: str) -> None:
     """A second migrate (every daemon start) keeps version and data."""
     store.save_run(make_report("r1"))
     store.migrate()
-    assert store.schema_version() == 2
+    assert store.schema_version() == LATEST
     assert count_rows(store_url, "schema_version") == 1
     assert store.get_report("r1") == make_report("r1")
 
@@ -625,11 +688,13 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
     engine = make_engine(store_url)
     with engine.begin() as conn:  # now it is a database as version 1 created it
         conn.execute(sqlalchemy.text("DROP TABLE points"))
+        conn.execute(sqlalchemy.text("DROP TABLE vectors"))
     engine.dispose()
 
     with Store.from_url(store_url) as upgraded:
         upgraded.migrate()
-        assert upgraded.schema_version() == 2
+        assert upgraded.schema_version() == LATEST
+        assert count_rows(store_url, "vectors") == 0  # version 3: the table, runs kept as they were
         assert {case: upgraded.case_history("core", case) for case in cases} == before
         assert upgraded.get_report("odd") == reports[-1]
 
@@ -643,7 +708,7 @@ def test_a_new_database_starts_at_the_newest_version_without_upgrades(store_url:
     with Store(make_engine(store_url), upgrades={1: must_not_run}) as store:
         assert store.schema_version() is None
         store.migrate()
-        assert store.schema_version() == 2
+        assert store.schema_version() == 2  # the upgrades given lead to version 2
 
 
 def test_a_database_newer_than_the_code_is_refused(store: Store, store_url: str) -> None:

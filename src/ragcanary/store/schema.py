@@ -126,6 +126,17 @@ points = Table(
     sqlite_with_rowid=False,
 )
 
+# The query vectors of a run's cases (a case entry's query_vector, which results leaves out),
+# kept only for the runs a later run is compared with: each pair's pinned baseline and its
+# newest run with vectors. So storage stays bounded however long runs are kept.
+vectors = Table(
+    "vectors",
+    metadata,
+    Column("run_id", String(NAME_LENGTH), ForeignKey("runs.run_id"), primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("vector", Text, nullable=False),  # base64 of little-endian float32
+)
+
 baselines = Table(
     "baselines",
     metadata,
@@ -175,7 +186,12 @@ def _add_points(conn: Connection) -> None:
             conn.execute(points.insert(), new)
 
 
-UPGRADES: Mapping[int, Upgrade] = {1: _add_points}
+def _add_vectors(conn: Connection) -> None:
+    """Version 2 -> 3: the vectors table, empty (older runs were stored without vectors)."""
+    vectors.create(conn)
+
+
+UPGRADES: Mapping[int, Upgrade] = {1: _add_points, 2: _add_vectors}
 
 
 _MIGRATE_LOCK = 0x7261_6763  # PostgreSQL advisory lock key serialising concurrent migrations
@@ -313,6 +329,17 @@ _CASE_COLUMNS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "error": ("error", _text_or_none),
     "metrics": ("metrics", _any),
 }
+
+
+VECTOR_KEY = "query_vector"  # the case-entry key whose value goes to the vectors table
+
+
+def vector_row(run_id: str, position: int, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The vectors row of one case entry, or None when it has no vector the table can hold."""
+    vector = entry.get(VECTOR_KEY)
+    if not isinstance(vector, str) or not vector.isascii() or not vector.isprintable():
+        return None
+    return {"run_id": run_id, "position": position, "vector": vector}
 
 
 def case_row(run_id: str, position: int, entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ragcanary.errors import RagcanaryError
 from ragcanary.store.schema import (
     UPGRADES,
+    VECTOR_KEY,
     Upgrade,
     case_entry,
     case_row,
@@ -40,6 +41,8 @@ from ragcanary.store.schema import (
     run_row,
     runs,
     schema_version,
+    vector_row,
+    vectors,
 )
 from ragcanary.store.schema import baselines as baselines_table
 
@@ -205,8 +208,14 @@ class Store:
         """Store one run's report dict; saving a run_id that is already stored changes nothing."""
         try:
             row = run_row(report)
-            case_rows = [case_row(row["run_id"], i, c) for i, c in enumerate(report["cases"])]
-            point_rows = [point_row(row, i, c) for i, c in enumerate(report["cases"])]
+            run_id, cases = row["run_id"], report["cases"]
+            vector_rows = [v for i, c in enumerate(cases) if (v := vector_row(run_id, i, c))]
+            stored = {v["position"] for v in vector_rows}
+            case_rows = [
+                case_row(run_id, i, _without(VECTOR_KEY, c) if i in stored else c)
+                for i, c in enumerate(cases)
+            ]
+            point_rows = [point_row(row, i, c) for i, c in enumerate(cases)]
         except ValueError as error:
             raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
         with self._write() as conn:
@@ -220,9 +229,16 @@ class Store:
             if added is not None and case_rows:
                 conn.execute(results.insert(), case_rows)
                 conn.execute(points.insert(), point_rows)
+            if added is not None and vector_rows:
+                conn.execute(vectors.insert(), vector_rows)
+                _forget_vectors(conn, row["suite"], row["target"])
 
     def get_report(self, run_id: str) -> dict[str, Any] | None:
-        """The report dict saved for ``run_id`` (equal to what was saved), or None."""
+        """The report dict saved for ``run_id``, or None.
+
+        Equal to what was saved, but for the cases' query vectors once the run is neither its
+        pair's pinned baseline nor its newest run with vectors (those alone keep them).
+        """
         with self._read() as conn:
             report = conn.execute(
                 select(runs.c.report).where(runs.c.run_id == run_id)
@@ -232,7 +248,14 @@ class Store:
             rows = conn.execute(
                 select(results).where(results.c.run_id == run_id).order_by(results.c.position)
             ).all()
-        return {**report, "cases": [case_entry(row._mapping) for row in rows]}
+            kept = {
+                row.position: row.vector
+                for row in conn.execute(select(vectors).where(vectors.c.run_id == run_id))
+            }
+        cases = [case_entry(row._mapping) for row in rows]
+        for position, vector in kept.items():
+            cases[position][VECTOR_KEY] = vector
+        return {**report, "cases": cases}
 
     def list_runs(
         self,
@@ -369,6 +392,7 @@ class Store:
             with self._write() as conn:
                 run_ids = list(conn.execute(batch).scalars())
                 if run_ids:
+                    conn.execute(delete(vectors).where(vectors.c.run_id.in_(run_ids)))
                     conn.execute(delete(points).where(points.c.run_id.in_(run_ids)))
                     conn.execute(delete(results).where(results.c.run_id.in_(run_ids)))
                     conn.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))
@@ -459,6 +483,32 @@ def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
         code = getattr(driver_error, "sqlite_errorcode", None)
         return code is not None and code & 0xFF in _SQLITE_UNAVAILABLE
     return isinstance(error, exc.OperationalError | exc.InterfaceError)
+
+
+def _without(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != key}
+
+
+def _forget_vectors(conn: Connection, suite: str, target: str) -> None:
+    """Delete the pair's query vectors but the pinned baseline's and the newest run's."""
+    pair = and_(runs.c.suite == suite, runs.c.target == target)
+    with_vectors = runs.c.run_id.in_(select(vectors.c.run_id))
+    newest = (
+        select(runs.c.run_id)
+        .where(pair, with_vectors)
+        .order_by(runs.c.started_at.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    pinned = select(baselines_table.c.run_id).where(
+        baselines_table.c.suite == suite, baselines_table.c.target == target
+    )
+    stale = (
+        select(vectors.c.run_id)
+        .join(runs, runs.c.run_id == vectors.c.run_id)
+        .where(pair, vectors.c.run_id != newest, vectors.c.run_id.not_in(pinned))
+    )
+    conn.execute(delete(vectors).where(vectors.c.run_id.in_(stale)))
 
 
 def _aware(moment: datetime, name: str) -> datetime:
