@@ -782,6 +782,35 @@ def drift() -> Json:
                 ),
             ],
         ),
+        (
+            8,
+            [
+                timeseries(
+                    "Embedding drift",
+                    "1 - mean cosine of the canaries' query vectors with the baseline's (targets "
+                    "with embedding:); above 0 the embedding endpoint serves another model. The "
+                    "dashed line is the suite's embedding_drift threshold.",
+                    [
+                        query(sel("ragcanary_embedding_drift"), "{{target}}"),
+                        query(
+                            sel("ragcanary_threshold", ', name="embedding_drift"')
+                            + " and on (suite, target) "
+                            + sel("ragcanary_embedding_drift"),
+                            "{{target}} embedding_drift",
+                        ),
+                    ],
+                    unit=RATIO,
+                    overrides=[threshold_style("embedding_drift")],
+                ),
+                timeseries(
+                    "Query vectors moved",
+                    "Share of canaries whose query vector moved (cosine < 0.999): a whole new "
+                    "model moves all of them.",
+                    [query(sel("ragcanary_embedding_changed_ratio"), "{{target}}")],
+                    unit=RATIO,
+                ),
+            ],
+        ),
         (8, deltas),
         (
             8,

@@ -220,6 +220,11 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "p-value under which the paired permutation test calls a drop real.",
         "0.01",
     ),
+    "Thresholds.embedding_drift": (
+        "Embedding drift (1 − mean cosine of the query vectors vs the baseline's) over which "
+        "`RagCanaryEmbeddingDrift` fires; not a verdict reason.",
+        "0.02",
+    ),
     "Case.id": ("Unique id of the canary (what `history --case` takes).", "reset-password"),
     "Case.query": ("The query sent (at most 10,000 characters).", "how do I reset my password"),
     "Case.relevant": (

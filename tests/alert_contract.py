@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 ALERTS = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "alerts.yml"
-# RagCanaryEmbeddingDrift and RagCanaryStaleLabels wait for their metrics; RagCanaryDown and
+# RagCanaryStaleLabels waits for its metric; RagCanaryDown and
 # RagCanaryQualitySlide come from issue 12 (one alert for a stopped daemon, a ticket tier).
 CONTRACT = {
     "RagCanaryRegression",
@@ -18,6 +18,7 @@ CONTRACT = {
     "RagCanaryConfigMismatch",
     "RagCanaryHitRateDrop",
     "RagCanaryScoreDrift",
+    "RagCanaryEmbeddingDrift",
     "RagCanaryRankChurn",
     "RagCanaryNegativeLeak",
     "RagCanaryTargetUnavailable",

@@ -57,6 +57,8 @@ def _exported_labels() -> dict[str, set[str]]:
                 "rank_overlap": 1.0,
                 "score_drift": 0.0,
                 "score_drifted_ratio": 0.0,
+                "embedding_drift": 0.0,
+                "embedding_changed_ratio": 0.0,
                 "deltas": {"mrr": 0.0},
             },
             "cases": [{"id": "c", "scores": [0.5], "latency_s": 0.01}],

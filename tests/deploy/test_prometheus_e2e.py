@@ -4,8 +4,10 @@ One stack serves the whole module: the demo retriever behind a proxy that can re
 answers (tests/reorder_proxy.py), `ragcanary serve` on the demo suite every second, and
 Prometheus scraping it every second with deploy/prometheus/alerts.yml, where only `for:` is
 shortened to 1s (and the slow-slide window to seconds) so the real expressions are what
-fires. Each scenario starts from a calm stack (retriever normal, nothing active), breaks the
-retriever through its /mode endpoint or the proxy and watches /api/v1/alerts.
+fires. Beside the demo suite, a suite searches a second retriever by vector, each canary
+embedded first by a test embedding endpoint whose model a scenario swaps. Each scenario
+starts from a calm stack (retriever normal, nothing active), breaks the retriever through
+its /mode endpoint, the proxy or the embedding endpoint, and watches /api/v1/alerts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import yaml
 from daemon_harness import DaemonProcess, free_port, running
 from prometheus_server import PrometheusServer, prometheus_binary
 from reorder_proxy import ReorderProxy
+from retrievers import DEFAULT_API_KEY, EmbeddingServer, FakeRetriever, graded_corpus, target_entry
 
 from ragcanary.cli.commands import write_demo_config
 from ragcanary.demo.retriever import BackgroundServer
@@ -33,6 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 DASHBOARDS = ROOT / "grafana" / "dashboards"
 SUITE, TARGET = "demo", "demo-bm25"  # the names write_demo_config gives
+# The vector suite sorts before "demo": dashboards show their first suite, and so a target with
+# embedding: whose embedding panels have data.
+VECTOR_SUITE, VECTOR_TARGET = "ann", "vector-db"
+VECTOR_QUERIES = [f"vector question {i:02d}" for i in range(12)]
 QUALITY = {
     "RagCanaryHitRateDrop",
     "RagCanaryScoreDrift",
@@ -52,6 +59,7 @@ class Stack:
     proxy: ReorderProxy  # between the daemon and the retriever
     daemon: DaemonProcess
     prometheus: PrometheusServer
+    embedder: EmbeddingServer  # embeds the vector suite's canaries
     started: float  # Unix time the stack came up, the start of the dashboards' time range
 
     def set_mode(self, mode: str) -> None:
@@ -81,6 +89,7 @@ class Stack:
         in Prometheus, and for no alert to be active."""
         self.set_mode("normal")
         self.proxy.demote = False
+        self.embedder.model = "toy-1"
         healthy = (
             f'ragcanary_rank_overlap{{suite="{SUITE}"}} == 1'
             f" and ragcanary_regression == 0 and ragcanary:last_run_answered == 1"
@@ -89,6 +98,28 @@ class Stack:
             lambda: self.prometheus.query(healthy) and not self.prometheus.active(),
             "a healthy run compared with the baseline and no active alert",
         )
+
+
+def add_vector_suite(config: Path, retriever: str, embedder: str) -> None:
+    """Add to the demo's config a suite that searches ``retriever`` by each canary's vector."""
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    document["embeddings"] = {"toy": {"url": embedder, "model": "toy-1"}}
+    target = target_entry(retriever, embedding="toy", timeout="5s")
+    target["body"] = {"text": "{query}", "top_k": "{k}", "vector": "{vector}"}
+    document["targets"][VECTOR_TARGET] = target
+    cases = [
+        {"id": f"v{i:02d}", "query": q, "relevant": {f"rel-{i}": 2, f"doc-{i}-0": 1}}
+        for i, q in enumerate(VECTOR_QUERIES)
+    ]
+    (config.parent / "vectors.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
+    document["suites"][VECTOR_SUITE] = {
+        "cases": "vectors.yaml",
+        "targets": [VECTOR_TARGET],
+        "every": "1s",
+        "k": [1, 3, 5, 10],
+        "thresholds": {"hit_rate": {5: 0.6}},
+    }
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
 
 
 def shortened_rules(source: Path, destination: Path) -> Path:
@@ -109,14 +140,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus_binary("prometheus")  # skip (or fail under CI) before starting anything
     directory = tmp_path_factory.mktemp("e2e")
     rules = shortened_rules(ALERTS, directory / "alerts.yml")
-    with BackgroundServer(port=0) as retriever, ReorderProxy(retriever.search_url) as proxy:
+    with (
+        BackgroundServer(port=0) as retriever,
+        ReorderProxy(retriever.search_url) as proxy,
+        FakeRetriever(corpus=graded_corpus(VECTOR_QUERIES)) as vector_db,
+        EmbeddingServer() as embedder,
+    ):
         port = free_port()
         config = write_demo_config(directory / "demo", proxy.port, f"127.0.0.1:{port}", "1s")
-        daemon = DaemonProcess(config, port, env={"RAGCANARY_LOG_FORMAT": "json"})
+        add_vector_suite(config, vector_db.url, embedder.url)
+        env = {"RAGCANARY_LOG_FORMAT": "json", "VENDOR_KEY": DEFAULT_API_KEY}
+        daemon = DaemonProcess(config, port, env=env)
         with running(daemon):
             server = PrometheusServer(directory / "prometheus", [f"127.0.0.1:{port}"], [rules])
             with server as prometheus:
-                stack = Stack(retriever, proxy, daemon, prometheus, time.time())
+                stack = Stack(retriever, proxy, daemon, prometheus, embedder, time.time())
                 stack.wait_for(prometheus.targets_up, "the daemon to be scraped")
                 unhealthy = [r for r in prometheus.rules() if r["health"] == "err"]
                 assert not unhealthy, f"rules failing to evaluate: {unhealthy}"
@@ -159,6 +197,28 @@ def test_a_score_shift_fires_score_drift_and_not_hit_rate_drop(stack: Stack) -> 
     stack.prometheus.watch(3.0, seen)
     # Every hit kept its rank, only its score moved: no hit-rate or ranking alert.
     assert not seen & {"RagCanaryHitRateDrop", "RagCanaryRankChurn", "RagCanaryTargetUnavailable"}
+
+
+def test_a_new_embedding_model_fires_embedding_drift_and_holds_back_nothing_else(
+    stack: Stack,
+) -> None:
+    """Another model behind the embedding endpoint: the query vectors moved from the pinned
+    baseline's. The retriever here ignores them, so no quality alert may fire."""
+    stack.calm()
+    seen: set[str] = set()
+    stack.embedder.model = "toy-2"
+    stack.wait_state("RagCanaryEmbeddingDrift", "firing", seen)
+    stack.prometheus.watch(3.0, seen)
+    assert seen == {"RagCanaryEmbeddingDrift"}, seen
+    (alert,) = [
+        a
+        for a in stack.prometheus.alerts()
+        if a["labels"]["alertname"] == "RagCanaryEmbeddingDrift"
+    ]
+    assert (alert["labels"]["suite"], alert["labels"]["target"]) == (VECTOR_SUITE, VECTOR_TARGET)
+    assert float(alert["value"]) > 0.5  # unrelated random vectors: cosine near 0
+    moved = stack.prometheus.query(f'ragcanary_embedding_changed_ratio{{suite="{VECTOR_SUITE}"}}')
+    assert [float(sample["value"][1]) for sample in moved] == [1.0]
 
 
 def test_lost_documents_fire_hit_rate_drop_which_an_outage_then_silences(stack: Stack) -> None:

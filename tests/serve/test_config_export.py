@@ -57,6 +57,7 @@ def test_thresholds_are_every_limit_of_the_verdict_with_floors_by_metric_name(
         "significance": 0.05,
         "min_coverage": 0.8,
         "score_drift": 0.03,
+        "embedding_drift": 0.01,
         "min_rank_overlap": 0.6,
         "hit_rate@5": 0.75,
         "mrr": 0.5,

@@ -53,6 +53,8 @@ CONTRACT_METRICS = (
     "ragcanary_last_success_timestamp_seconds",
     "ragcanary_config_last_reload_successful",
     "ragcanary_build_info",
+    "ragcanary_embedding_drift",
+    "ragcanary_embedding_changed_ratio",
 )
 CORE = {"suite": "core", "target": "search"}
 QUALITY: tuple[tuple[str, dict[str, str]], ...] = (
@@ -65,6 +67,8 @@ QUALITY: tuple[tuple[str, dict[str, str]], ...] = (
     ("ragcanary_score_drift", {}),
     ("ragcanary_score_drifted_ratio", {}),
     ("ragcanary_top_score", {}),
+    ("ragcanary_embedding_drift", {}),
+    ("ragcanary_embedding_changed_ratio", {}),
     ("ragcanary_baseline_delta", {"metric": "hit_rate@5"}),
     ("ragcanary_regressed_cases", {}),
     ("ragcanary_negative_leaks", {}),
@@ -111,6 +115,8 @@ BASELINE = {
     "rank_overlap": 0.8,
     "score_drift": 0.07,
     "score_drifted_ratio": 0.2,
+    "embedding_drift": 0.06,
+    "embedding_changed_ratio": 0.75,
 }
 
 
@@ -227,6 +233,8 @@ def test_reload_result_is_exported(exporter: Exporter, ok: bool, expected: float
         ("ragcanary_rank_overlap", {}, 0.8),
         ("ragcanary_score_drift", {}, 0.07),
         ("ragcanary_score_drifted_ratio", {}, 0.2),
+        ("ragcanary_embedding_drift", {}, 0.06),
+        ("ragcanary_embedding_changed_ratio", {}, 0.75),
         ("ragcanary_top_score", {}, 0.8),  # mean of 0.9 and 0.7; the timed-out case is left out
         ("ragcanary_baseline_delta", {"metric": "hit_rate@5"}, -0.5),
         ("ragcanary_baseline_delta", {"metric": "mrr"}, -0.25),
@@ -311,6 +319,8 @@ def test_an_outage_before_any_answered_run_leaves_quality_absent(exporter: Expor
         ("ragcanary_rank_overlap", {}),
         ("ragcanary_score_drift", {}),
         ("ragcanary_score_drifted_ratio", {}),
+        ("ragcanary_embedding_drift", {}),
+        ("ragcanary_embedding_changed_ratio", {}),
         ("ragcanary_baseline_delta", {"metric": "hit_rate@5"}),
         ("ragcanary_regressed_cases", {}),
     ],
@@ -327,6 +337,17 @@ def test_baseline_gauges_exist_only_while_runs_have_a_baseline(
     assert present is not None
     assert value(exporter, name, **labels) is None
     assert value(exporter, "ragcanary_hit_rate", k="5") == 0.5
+
+
+def test_a_run_without_query_vectors_removes_the_embedding_drift_gauges(exporter: Exporter) -> None:
+    """A target that stopped searching by vector (embedding: removed) leaves no stale drift."""
+    exporter.observe_run(make_report())
+    report = make_report()
+    report["baseline"] = {**BASELINE, "embedding_drift": None, "embedding_changed_ratio": None}
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_embedding_drift") is None
+    assert value(exporter, "ragcanary_embedding_changed_ratio") is None
+    assert value(exporter, "ragcanary_score_drift") == 0.07
 
 
 def test_a_null_metric_in_an_answered_run_removes_its_stale_value(exporter: Exporter) -> None:

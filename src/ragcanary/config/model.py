@@ -246,6 +246,9 @@ class Thresholds(_Strict):
     score_drift: float = Field(default=0.03, ge=0)
     min_rank_overlap: float | None = Field(default=0.7, ge=0, le=1)
     significance: float = Field(default=0.05, gt=0, lt=1)
+    # 1 - mean cosine of the query vectors with the baseline's over which RagCanaryEmbeddingDrift
+    # fires: the same model gives under 0.001, another model or version far more.
+    embedding_drift: float = Field(default=0.01, ge=0, le=2)
 
     def floors(self) -> dict[str, float]:
         """The absolute floors keyed like report metrics: ``{"hit_rate@5": 0.8, "mrr": 0.5}``."""

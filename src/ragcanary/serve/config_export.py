@@ -25,6 +25,7 @@ def verdict_thresholds(suite: SuiteConfig) -> dict[str, float]:
         "significance": policy.significance,
         "min_coverage": policy.min_coverage,
         "score_drift": settings.score_drift,
+        "embedding_drift": suite.thresholds.embedding_drift,  # an alert's, not the verdict's
         **policy.floors,  # hit_rate@5, mrr, ...
     }
     if policy.min_rank_overlap is not None:  # null turns the check off: no line to cross

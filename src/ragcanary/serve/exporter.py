@@ -120,6 +120,13 @@ class Exporter:
             "score_drifted_ratio", "Share of (case, id) pairs whose score moved over the threshold."
         )
         self._top_score = gauge("top_score", "Mean top-1 score of the answered cases.")
+        self._embedding_drift = gauge(
+            "embedding_drift", "1 - mean cosine of the query vectors with the baseline's."
+        )
+        self._embedding_changed = gauge(
+            "embedding_changed_ratio",
+            "Share of canaries whose query vector moved (cosine < 0.999).",
+        )
         self._baseline_delta = gauge(
             "baseline_delta", "Aggregate metric of the last run minus the baseline's.", "metric"
         )
@@ -213,6 +220,8 @@ class Exporter:
                 self._score_drift,
                 self._drifted_ratio,
                 self._top_score,
+                self._embedding_drift,
+                self._embedding_changed,
                 self._baseline_delta,
                 self._regressed,
                 self._leaks,
@@ -366,6 +375,8 @@ class Exporter:
         yield (self._rank_overlap, ()), _number(baseline.get("rank_overlap"))
         yield (self._score_drift, ()), _number(baseline.get("score_drift"))
         yield (self._drifted_ratio, ()), _number(baseline.get("score_drifted_ratio"))
+        yield (self._embedding_drift, ()), _number(baseline.get("embedding_drift"))
+        yield (self._embedding_changed, ()), _number(baseline.get("embedding_changed_ratio"))
         for metric, delta in _mapping(baseline.get("deltas")).items():
             yield (self._baseline_delta, (str(metric),)), _number(delta)
         regressions = [r for r in report.get("regressions") or () if isinstance(r, Mapping)]
