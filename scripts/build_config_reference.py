@@ -221,7 +221,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "0.01",
     ),
     "Thresholds.embedding_drift": (
-        "Embedding drift (1 − mean cosine of the query vectors vs the baseline's) over which "
+        "Embedding drift (1 - mean cosine of the query vectors vs the baseline's) over which "
         "`RagCanaryEmbeddingDrift` fires; not a verdict reason.",
         "0.02",
     ),

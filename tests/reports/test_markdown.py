@@ -90,7 +90,7 @@ def test_baseline_adds_deltas_p_values_intervals_and_drift() -> None:
 def test_a_vector_search_adds_its_embedding_drift_and_a_new_dimension() -> None:
     embedded = {**BASELINE, "embedding_drift": 0.0612, "embedding_changed_ratio": 1.0}
     drift = render_markdown(report(baseline=embedded)).splitlines()[-2:]
-    assert drift == ["- Embedding drift (1 − mean cosine): 0.061", "- Query vectors moved: 100.0%"]
+    assert drift == ["- Embedding drift (1 - mean cosine): 0.061", "- Query vectors moved: 100.0%"]
     resized = {**embedded, "embedding_dimensions": {"baseline": 384, "current": 768}}
     assert render_markdown(report(baseline=resized)).splitlines()[-1] == (
         "- Embedding dimensions: 384 → 768"

@@ -138,7 +138,7 @@ def _drift(baseline: Mapping[str, Any] | None) -> str:
         ("Top-1 score Δ", _signed(baseline.get("top_score_delta"))),
     ]
     if baseline.get("embedding_drift") is not None:  # a target searched by vector
-        facts.append(("Embedding drift (1 − mean cosine)", _number(baseline["embedding_drift"])))
+        facts.append(("Embedding drift (1 - mean cosine)", _number(baseline["embedding_drift"])))
         facts.append(("Query vectors moved", _percent(baseline.get("embedding_changed_ratio"))))
     sizes = baseline.get("embedding_dimensions")
     if isinstance(sizes, Mapping):
