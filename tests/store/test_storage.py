@@ -689,12 +689,15 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
     with engine.begin() as conn:  # now it is a database as version 1 created it
         conn.execute(sqlalchemy.text("DROP TABLE points"))
         conn.execute(sqlalchemy.text("DROP TABLE vectors"))
+        conn.execute(sqlalchemy.text("DROP TABLE replicas"))
+        conn.execute(sqlalchemy.text("DROP TABLE claims"))
     engine.dispose()
 
     with Store.from_url(store_url) as upgraded:
         upgraded.migrate()
         assert upgraded.schema_version() == LATEST
         assert count_rows(store_url, "vectors") == 0  # version 3: the table, runs kept as they were
+        assert count_rows(store_url, "claims") == 0  # version 4
         assert {case: upgraded.case_history("core", case) for case in cases} == before
         assert upgraded.get_report("odd") == reports[-1]
 
@@ -792,3 +795,55 @@ def test_list_runs_filters_by_outcome_and_start(store: Store) -> None:
     assert [r["run_id"] for r in store.list_runs(outcome="ok")] == ["c", "a"]
     later = store.list_runs(since=NOW + timedelta(minutes=1))
     assert [r["run_id"] for r in later] == ["c", "b"]
+
+
+# Replicas and claims ---------------------------------------------------------------------------
+
+
+def test_a_tick_is_claimed_once_whoever_tries(store: Store) -> None:
+    """The claims' primary key gives each (job, tick) to exactly one of racing replicas."""
+    tick = NOW.replace(second=0)
+
+    def attempt(replica: int) -> bool:
+        return store.claim("core/search", tick, f"replica-{replica}", f"run-{replica}")
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        won = list(pool.map(attempt, range(12)))
+    assert won.count(True) == 1
+    assert store.claim("core/search", tick + timedelta(seconds=2), "replica-0", "run-x")
+    assert store.claim("core/other", tick, "replica-0", "run-y")
+
+
+def test_heartbeats_list_every_replica_and_forget_the_long_gone(store_url: str) -> None:
+    now = [NOW]
+    with Store(make_engine(store_url), clock=lambda: now[0]) as store:
+        store.migrate()
+        store.heartbeat("b", NOW, "hash-1", "0.1.0")
+        rows = store.heartbeat("a", NOW, "hash-2", "0.1.0")
+        assert [(r["replica_id"], r["config_hash"]) for r in rows] == [
+            ("a", "hash-2"),
+            ("b", "hash-1"),
+        ]
+        now[0] = NOW + timedelta(days=2)
+        rows = store.heartbeat("a", NOW, "hash-3", "0.1.0")
+    assert [(r["replica_id"], r["config_hash"], r["seen_at"]) for r in rows] == [
+        ("a", "hash-3", NOW + timedelta(days=2))
+    ]
+
+
+def test_latest_runs_give_the_newest_run_and_the_newest_answered_behind_an_outage(
+    store: Store,
+) -> None:
+    store.save_run(make_report("old", NOW - timedelta(minutes=2)))
+    store.save_run(make_report("answered", NOW - timedelta(minutes=1)))
+    store.save_run(make_report("down", NOW, outcome="unavailable"))
+    store.save_run(make_report("elsewhere", NOW, target="other"))
+    latest = store.latest_runs([("core", "search"), ("core", "other"), ("core", "never")])
+    assert latest == {("core", "search"): ["down", "answered"], ("core", "other"): ["elsewhere"]}
+
+
+def test_prune_deletes_claims_older_than_the_runs_kept(store: Store, store_url: str) -> None:
+    store.claim("core/search", NOW - timedelta(days=40), "a", "r-old")
+    store.claim("core/search", NOW - timedelta(days=1), "a", "r-new")
+    store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=90))
+    assert count_rows(store_url, "claims") == 1

@@ -2,7 +2,7 @@
 
 A SQLite file made read-only (immutable, so that even root cannot write it), a PostgreSQL whose
 packets are dropped (iptables), SIGTERM while storage refuses writes, and a second daemon on the
-same database.
+same SQLite file. Several daemons on one PostgreSQL are replicas: tests/serve/test_replicas_e2e.py.
 """
 
 from __future__ import annotations
@@ -102,18 +102,6 @@ def _stored_sqlite(database: Path) -> set[str]:
             return set(conn.execute(sqlalchemy.text("SELECT run_id FROM runs")).scalars())
     finally:
         engine.dispose()
-
-
-def _started(daemon: DaemonProcess) -> DaemonProcess | None:
-    """``daemon`` started, or None when it exited 2 because the storage was still held."""
-    try:
-        daemon.start()
-    except RuntimeError as exc:
-        daemon.kill()
-        if "in use by another ragcanary serve" not in str(exc):
-            raise
-        return None
-    return daemon
 
 
 def _ready_status(daemon: DaemonProcess) -> tuple[int, float]:
@@ -217,16 +205,6 @@ def test_second_daemon_on_one_sqlite_file_exits_2_naming_the_first(
         assert first.get("/healthz").status_code == 200
 
 
-def test_second_daemon_on_one_postgres_schema_exits_2_naming_the_first(
-    tmp_path: Path, retriever: FakeRetriever, postgres_url: str
-) -> None:
-    first = _daemon(tmp_path / "a", postgres_url, retriever.url)
-    with running(first):
-        first.wait_runs("core", "vendor", 1, RUNS_S)
-        second = _daemon(tmp_path / "b", postgres_url, retriever.url)
-        _assert_refused(second, holder=first)
-
-
 @pytest.mark.slow
 def test_partitioned_postgres_never_stops_the_schedule_and_loses_no_run(
     tmp_path: Path, retriever: FakeRetriever, postgres_url: str
@@ -247,12 +225,7 @@ def test_partitioned_postgres_never_stops_the_schedule_and_loses_no_run(
         assert code == 0
         assert took <= 30, f"SIGTERM took {took:.1f}s with storage partitioned"
         logged = set(_logged_runs(daemon))
-        # The database may still hold the dead daemon's session until its keepalives fail: a
-        # restart is refused (exit 2) until then, and is started again, as Kubernetes would.
-        restarted = wait_for(
-            lambda: _started(_daemon(tmp_path, storage, retriever.url)), 60, "a restart"
-        )
-        assert restarted is not None
+        restarted = _daemon(tmp_path, storage, retriever.url).start()
         try:
 
             def stored() -> set[str]:

@@ -42,6 +42,7 @@ async def run_cycle(
     baseline: RunResult | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
     gate: TargetGate | None = None,
+    run_id: str | None = None,
 ) -> Evaluation:
     """Run ``suite_name`` once against ``target_name`` and judge it against ``baseline``.
 
@@ -66,6 +67,7 @@ async def run_cycle(
             rate_limit=target_cfg.rate_limit,
             on_result=on_result,
             gate=gate,
+            run_id=run_id,
             embed=embedder.embed if embedder is not None else None,
         )
     return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)

@@ -7,6 +7,7 @@ import contextlib
 import os
 import random
 import signal
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,14 @@ from ragcanary.serve.config_export import config_hash, interval_seconds, verdict
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
+from ragcanary.serve.replicas import (
+    EPOCH,
+    HEARTBEAT_S,
+    Replicas,
+    grid_trigger,
+    takeover_s,
+    tick_of,
+)
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.lock import Lock, acquire
 from ragcanary.store.spool import Spool, spool_path
@@ -122,6 +131,14 @@ class Daemon:
             on_error=self.exporter.count_storage_error,
         )
         self._lock: Lock | None = None
+        # On PostgreSQL every daemon is a replica: it claims each tick before running it.
+        self.replicas = (
+            Replicas(self.keeper, config_hash(loaded))
+            if self.store.dialect == "postgresql"
+            else None
+        )
+        self._replica_task: asyncio.Task[None] | None = None
+        self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
         self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
@@ -157,6 +174,9 @@ class Daemon:
         await self.keeper.ensure_schema()
         self.exporter.set_buffered_runs(self.keeper.pending)
         self._storage_task = asyncio.get_running_loop().create_task(self._keep_storing())
+        if self.replicas is not None:
+            await self.replicas.beat()
+            self._replica_task = asyncio.get_running_loop().create_task(self._keep_in_touch())
         self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
@@ -195,9 +215,10 @@ class Daemon:
             await client.aclose()
         if self._closing:
             await asyncio.wait(self._closing, timeout=5)
-        if self._storage_task is not None:
-            self._storage_task.cancel()
-            await asyncio.wait([self._storage_task], timeout=1)
+        for background in (self._storage_task, self._replica_task):
+            if background is not None:
+                background.cancel()
+                await asyncio.wait([background], timeout=1)
         if self.server is not None:
             self.server.should_exit = True
             if self._server_task is not None:
@@ -215,6 +236,29 @@ class Daemon:
             stored = await self.keeper.retry()
             self.exporter.set_buffered_runs(self.keeper.pending)
             delay = STORAGE_RETRY_S if stored else min(delay * 2, STORAGE_RETRY_MAX_S)
+
+    async def _keep_in_touch(self) -> None:
+        """A replica's background: its heartbeat, and the runs the other replicas stored."""
+        assert self.replicas is not None
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if await self.replicas.beat():
+                await self.show_others_runs()
+
+    async def show_others_runs(self) -> None:
+        """Export the newest run of every pair, whichever replica ran it: gauges only, since
+        counters stay each replica's own (rules sum them)."""
+        pairs = [(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
+        latest = await self.keeper.call(self.store.latest_runs, pairs)
+        for pair, runs in (latest or {}).items():
+            for run_id, started_at in reversed(runs):  # the answered run first, then the newest
+                shown = self._shown.get(pair)
+                if shown is not None and started_at <= shown:
+                    continue
+                report = await self.keeper.call(self.store.get_report, run_id)
+                if report is not None:
+                    self.exporter.observe_run(report, counted=False)
+                    self._shown[pair] = started_at
 
     def request_stop(self, reason: str = "signal") -> None:
         if self._stop.is_set():
@@ -407,7 +451,15 @@ class Daemon:
     def _add_job(
         self, key: JobKey, suite: SuiteConfig, trigger: BaseTrigger, now: datetime
     ) -> None:
-        """Schedule ``key`` afresh: its first run a random moment into its first interval."""
+        """Schedule ``key`` afresh: its first run a random moment into its first interval.
+
+        Replicas instead run every interval job on its grid, the same on all of them.
+        """
+        if self.replicas is not None:
+            if suite.every is not None:
+                trigger = grid_trigger(key.id, suite.every)
+            self._schedule_job(key, trigger, trigger.get_next_fire_time(None, now))
+            return
         jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
         self._schedule_job(key, trigger, now + timedelta(seconds=jitter))
 
@@ -458,7 +510,12 @@ class Daemon:
         assert task is not None
         self._running[key.id] = task
         try:
-            await self.run_now(key)
+            run_id = None
+            if self.replicas is not None:
+                run_id = await self._claim(key)
+                if run_id is None:
+                    return  # another replica runs this tick, or storage is out of reach
+            await self.run_now(key, run_id=run_id)
         except asyncio.CancelledError:
             # Only shutdown cancels a run, and it is logged here; handing the cancellation on
             # would make APScheduler log it once more, as a job failure with a traceback.
@@ -468,7 +525,24 @@ class Daemon:
         finally:
             self._running.pop(key.id, None)
 
-    async def run_now(self, key: JobKey) -> dict[str, Any]:
+    async def _claim(self, key: JobKey) -> str | None:
+        """The run id this replica runs the current tick of ``key`` as, or None when another
+        replica took it (this one waits its turn first; see ``ragcanary.serve.replicas``)."""
+        assert self.replicas is not None
+        job = self.scheduler.get_job(key.id)
+        suite = self.loaded.config.suites.get(key.suite)
+        if job is None or suite is None:
+            return None
+        tick = tick_of(job.trigger, datetime.now(UTC))
+        jobs = [job_id(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
+        turn = self.replicas.turn(key.id, jobs)
+        if turn:
+            every = suite.every or interval_seconds(suite, tick)
+            await asyncio.sleep(turn * takeover_s(every))
+        run_id = uuid.uuid4().hex
+        return run_id if await self.replicas.claim(key.id, tick, run_id) else None
+
+    async def run_now(self, key: JobKey, *, run_id: str | None = None) -> dict[str, Any]:
         """One cycle of ``key``: run, judge against its baseline, export, store, log."""
         loaded = self.loaded
         if key.suite not in loaded.config.suites:
@@ -486,9 +560,11 @@ class Daemon:
             self._client(key.target),
             baseline=baseline,
             gate=self._gate(key.target),
+            run_id=run_id,
         )
         report = to_report(evaluation)
         self.exporter.observe_run(report)
+        self._shown[pair] = max(evaluation.run.started_at, self._shown.get(pair, EPOCH))
         saved = await self.keeper.save(report)
         self.exporter.set_buffered_runs(self.keeper.pending)
         if saved and suite_cfg.baseline == "pinned":

@@ -279,8 +279,11 @@ class Exporter:
         if spec.interval_seconds is not None:
             self._child(self._interval, pair).set(spec.interval_seconds)
 
-    def observe_run(self, report: Mapping[str, Any]) -> None:
+    def observe_run(self, report: Mapping[str, Any], *, counted: bool = True) -> None:
         """Account one run from its report dict (``ragcanary.reports.report.to_report``).
+
+        ``counted=False`` (a run another replica ran) sets the gauges only: counters and
+        histograms count what this process did, and rules sum them over replicas.
 
         An ``unavailable`` run moves only coverage, counters, durations and the last-run time:
         the quality gauges keep what the last answered run measured, because an outage says
@@ -293,6 +296,19 @@ class Exporter:
             return
         outcome = report.get("outcome")
         cases = [c for c in report.get("cases") or () if isinstance(c, Mapping)]
+        if counted:
+            self._count(pair, report, cases)
+        coverage = _number(report.get("coverage"))
+        if coverage is not None:
+            self._child(self._coverage, pair).set(coverage)
+        finished = _finished_at(report) or self._clock()
+        self._child(self._last_run, pair).set(finished)
+        if outcome in ("ok", "regression"):
+            self._child(self._last_success, pair).set(finished)
+            self._observe_quality(pair, layout, report, cases)
+
+    def _count(self, pair: Pair, report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> None:
+        outcome = report.get("outcome")
         if outcome in RUN_OUTCOMES:
             self._child(self._runs, pair, str(outcome)).inc()
         for query_outcome, count in _query_counts(report, cases).items():
@@ -305,14 +321,6 @@ class Exporter:
         duration = _number(report.get("duration_s"))
         if duration is not None and duration >= 0:
             self._child(self._run_duration, pair).observe(duration)
-        coverage = _number(report.get("coverage"))
-        if coverage is not None:
-            self._child(self._coverage, pair).set(coverage)
-        finished = _finished_at(report) or self._clock()
-        self._child(self._last_run, pair).set(finished)
-        if outcome in ("ok", "regression"):
-            self._child(self._last_success, pair).set(finished)
-            self._observe_quality(pair, layout, report, cases)
 
     def exposition(self) -> bytes:
         """What ``generate_latest(self.registry)`` renders, re-rendering only changed pairs."""

@@ -1,10 +1,10 @@
-"""One `ragcanary serve` per database: a second daemon on the same storage is refused.
+"""One `ragcanary serve` per SQLite file: a second daemon on the same file is refused.
 
-Two daemons on one database would both run every canary and store everything twice. SQLite:
-an exclusive ``flock`` on ``<database>.lock`` beside the file, holding the owner's pid. The
-kernel drops it when the process dies, however it dies. PostgreSQL: a session advisory lock
-keyed by the database and schema, held on a connection of its own whose
-``application_name`` names the owner's pid; the server drops it when that session ends.
+Two daemons on one SQLite file would both run every canary and store everything twice, and
+SQLite is for one process. An exclusive ``flock`` on ``<database>.lock`` beside the file
+holds the owner's pid; the kernel drops it when the process dies, however it dies. On
+PostgreSQL any number of daemons may run: they are replicas that share the work
+(``ragcanary.serve.replicas``), so nothing is locked here.
 """
 
 from __future__ import annotations
@@ -13,27 +13,11 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import sqlalchemy
-from sqlalchemy.pool import NullPool
 
 from ragcanary.errors import UsageError
-
-APPLICATION = "ragcanary serve pid="
-# Positive and below 2**62, so pg_locks' (classid, objid) halves read it back without overflow.
-_KEY = (
-    "SELECT hashtextextended(current_database() || '/' || current_schema(), 0) "
-    "& 4611686018427387903"
-)
-
-
-_SERVER_KEEPALIVES = (
-    "SET tcp_keepalives_idle = 5",
-    "SET tcp_keepalives_interval = 2",
-    "SET tcp_keepalives_count = 3",
-    "SET tcp_user_timeout = 10000",
-)
 
 
 class DatabaseInUse(UsageError):
@@ -45,11 +29,9 @@ class Lock(Protocol):
 
 
 def acquire(storage_url: str) -> Lock:
-    """Hold the storage for this process; raise ``DatabaseInUse`` naming the other daemon.
+    """Hold a SQLite storage for this process; raise ``DatabaseInUse`` naming the other daemon.
 
-    Raises ``UsageError`` when the lock cannot even be tried (no such directory). A PostgreSQL
-    that cannot be reached is no reason to refuse starting: the daemon buffers runs until it
-    returns, and the lock is then not taken (say so in the log).
+    Raises ``UsageError`` when the lock cannot even be tried (no such directory).
     """
     url = sqlalchemy.make_url(storage_url)
     shown = url.render_as_string(hide_password=True)
@@ -58,7 +40,7 @@ def acquire(storage_url: str) -> Lock:
             return _NoLock()
         path = Path(url.database)
         return _FileLock.acquire(path.with_name(path.name + ".lock"), shown)
-    return _AdvisoryLock.acquire(storage_url, shown)
+    return _NoLock()  # PostgreSQL: replicas share the work through serve/replicas.py
 
 
 class _NoLock:
@@ -88,7 +70,8 @@ class _FileLock:
             handle.close()
             raise DatabaseInUse(
                 f"storage {shown} is in use by another ragcanary serve (pid {holder}); "
-                "stop it, or point storage at another file"
+                "SQLite is for one process: stop it, point storage at another file, or run "
+                "replicas on PostgreSQL"
             ) from None
         handle.seek(0)
         handle.truncate()
@@ -100,68 +83,3 @@ class _FileLock:
         with contextlib.suppress(OSError):
             self._handle.truncate(0)
         self._handle.close()  # closing the descriptor drops the flock
-
-
-class _AdvisoryLock:
-    def __init__(self, engine: sqlalchemy.Engine | None, conn: Any) -> None:
-        self._engine = engine
-        self._conn = conn
-
-    @classmethod
-    def acquire(cls, storage_url: str, shown: str) -> _AdvisoryLock:
-        from ragcanary.store.storage import POSTGRES_CONNECT_TIMEOUT_S
-
-        engine = sqlalchemy.create_engine(
-            storage_url,
-            poolclass=NullPool,
-            connect_args={
-                "connect_timeout": POSTGRES_CONNECT_TIMEOUT_S,
-                "application_name": f"{APPLICATION}{os.getpid()}",
-            },
-        )
-        try:
-            conn = engine.connect()
-        except sqlalchemy.exc.SQLAlchemyError:
-            engine.dispose()
-            return cls(None, None)
-        try:
-            # The server ends this session (and frees the lock) within seconds of losing this
-            # process, even when a partition swallowed the close: a restart after one is
-            # refused only that long, not for the kernel's default of two hours.
-            for setting in _SERVER_KEEPALIVES:
-                conn.execute(sqlalchemy.text(setting))
-            key = conn.execute(sqlalchemy.text(_KEY)).scalar_one()
-            taken = conn.execute(
-                sqlalchemy.text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
-            ).scalar_one()
-            conn.commit()  # the lock belongs to the session, not to this transaction
-            if not taken:
-                holder = conn.execute(
-                    sqlalchemy.text(
-                        "SELECT a.application_name FROM pg_locks l "
-                        "JOIN pg_stat_activity a ON a.pid = l.pid "
-                        "WHERE l.locktype = 'advisory' AND l.granted "
-                        "AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
-                    ),
-                    {"key": key},
-                ).scalar()
-                pid = str(holder).removeprefix(APPLICATION) if holder else "unknown"
-                conn.close()
-                engine.dispose()
-                raise DatabaseInUse(
-                    f"storage {shown} is in use by another ragcanary serve (pid {pid}); stop "
-                    "it, or point storage at another database or schema (a daemon cut off "
-                    "from the database loses its hold within 20 s)"
-                )
-        except sqlalchemy.exc.SQLAlchemyError:
-            conn.close()
-            engine.dispose()
-            return cls(None, None)
-        return cls(engine, conn)
-
-    def release(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError):
-                self._conn.close()  # ending the session drops the advisory lock
-        if self._engine is not None:
-            self._engine.dispose()

@@ -146,6 +146,31 @@ baselines = Table(
     Column("set_at", UTCDateTime(), nullable=False),
 )
 
+# Replicas of `ragcanary serve` on one PostgreSQL database (serve/replicas.py): each writes
+# its row every few seconds; those seen recently are alive and share the jobs.
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("replica_id", String(NAME_LENGTH), primary_key=True),
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("seen_at", UTCDateTime(), nullable=False),
+    Column("config_hash", String(NAME_LENGTH), nullable=False),
+    Column("version", String(NAME_LENGTH), nullable=False),
+)
+
+# One row per scheduled tick of a job that a replica took: the primary key lets exactly one
+# replica have it, whichever replicas try. run_id is the run the tick became.
+claims = Table(
+    "claims",
+    metadata,
+    Column("job", String(2 * NAME_LENGTH + 1), primary_key=True),
+    Column("tick", UTCDateTime(), primary_key=True),
+    Column("replica_id", String(NAME_LENGTH), nullable=False),
+    Column("run_id", String(NAME_LENGTH), nullable=False),
+    Column("claimed_at", UTCDateTime(), nullable=False),
+    Index("claims_tick", "tick"),  # prune
+)
+
 # One row per version the database was created at or upgraded to; the highest is current.
 schema_version = Table(
     "schema_version",
@@ -191,7 +216,13 @@ def _add_vectors(conn: Connection) -> None:
     vectors.create(conn)
 
 
-UPGRADES: Mapping[int, Upgrade] = {1: _add_points, 2: _add_vectors}
+def _add_replicas(conn: Connection) -> None:
+    """Version 3 -> 4: the replicas and claims tables, empty."""
+    replicas.create(conn)
+    claims.create(conn)
+
+
+UPGRADES: Mapping[int, Upgrade] = {1: _add_points, 2: _add_vectors, 3: _add_replicas}
 
 
 _MIGRATE_LOCK = 0x7261_6763  # PostgreSQL advisory lock key serialising concurrent migrations

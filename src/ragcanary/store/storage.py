@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -31,12 +31,14 @@ from ragcanary.store.schema import (
     Upgrade,
     case_entry,
     case_row,
+    claims,
     current_version,
     decode_ids,
     latest_version,
     migrate,
     point_row,
     points,
+    replicas,
     results,
     run_row,
     runs,
@@ -64,6 +66,7 @@ POSTGRES_KEEPALIVES = {
     "keepalives_count": 2,
 }
 POOL_TIMEOUT_S = 5  # waiting for a pooled connection
+FORGET_REPLICAS = timedelta(days=1)  # a replica not seen this long leaves the replicas table
 _WRITE = "ragcanary_write"  # execution option: this transaction will write
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
@@ -182,6 +185,11 @@ class Store:
         self._clock = clock
         self._prune_batch = prune_batch
         self._where = engine.url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return str(self._engine.dialect.name)
 
     @classmethod
     def from_url(cls, url: str) -> Store:
@@ -368,6 +376,80 @@ class Store:
             for run_id, at, target, run_outcome, outcome, error, latency, top, ids in rows
         ]
 
+    def heartbeat(
+        self, replica_id: str, started_at: datetime, config_hash: str, version: str
+    ) -> list[dict[str, Any]]:
+        """Say that ``replica_id`` is alive now; every replica's row (ids, seen_at, hashes).
+
+        Replicas not seen for a day are forgotten.
+        """
+        now = self._clock()
+        row = {
+            "replica_id": replica_id,
+            "started_at": started_at,
+            "seen_at": now,
+            "config_hash": config_hash,
+            "version": version,
+        }
+        with self._write() as conn:
+            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            conn.execute(
+                insert(replicas)
+                .values(row)
+                .on_conflict_do_update(
+                    index_elements=["replica_id"],
+                    set_={"seen_at": now, "config_hash": config_hash, "version": version},
+                )
+            )
+            conn.execute(delete(replicas).where(replicas.c.seen_at < now - FORGET_REPLICAS))
+            rows = conn.execute(select(replicas).order_by(replicas.c.replica_id)).all()
+        return [dict(r._mapping) for r in rows]
+
+    def claim(self, job: str, tick: datetime, replica_id: str, run_id: str) -> bool:
+        """Take the ``tick`` of ``job`` for ``replica_id``; False when another replica has it."""
+        row = {
+            "job": job,
+            "tick": _aware(tick, "tick"),
+            "replica_id": replica_id,
+            "run_id": run_id,
+            "claimed_at": self._clock(),
+        }
+        with self._write() as conn:
+            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            taken = conn.execute(
+                insert(claims)
+                .values(row)
+                .on_conflict_do_nothing(index_elements=["job", "tick"])
+                .returning(claims.c.job)
+            ).first()
+        return taken is not None
+
+    def latest_runs(
+        self, pairs: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[tuple[str, datetime]]]:
+        """Per pair, the run id and start of its newest run and, if that was unavailable, of
+        its newest answered run (newest first): what a replica shows of a pair it did not run.
+        """
+        out: dict[tuple[str, str], list[tuple[str, datetime]]] = {}
+        with self._read() as conn:
+            for suite, target in pairs:
+                newest = (
+                    select(runs.c.run_id, runs.c.outcome, runs.c.started_at)
+                    .where(runs.c.suite == suite, runs.c.target == target)
+                    .order_by(runs.c.started_at.desc())
+                    .limit(1)
+                )
+                found = conn.execute(newest).first()
+                if found is None:
+                    continue
+                ids = [(found.run_id, found.started_at)]
+                if found.outcome == "unavailable":
+                    answered = newest.where(runs.c.outcome != "unavailable")
+                    if (other := conn.execute(answered).first()) is not None:
+                        ids.append((other.run_id, other.started_at))
+                out[(suite, target)] = ids
+        return out
+
     def prune(self, now: datetime, keep: timedelta, keep_failed: timedelta) -> int:
         """Delete runs (and their results) older than ``keep``; return how many were deleted.
 
@@ -387,6 +469,8 @@ class Store:
             .order_by(runs.c.started_at)
             .limit(self._prune_batch)
         )
+        with self._write() as conn:
+            conn.execute(delete(claims).where(claims.c.tick < now - keep))
         deleted = 0
         while True:
             with self._write() as conn:
