@@ -82,30 +82,82 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         " `entities/search` with the vector. `pinecone`: the index host's `/query` with the"
         " vector, or integrated-inference text search without an embedding. `elasticsearch`,"
         " `opensearch`: `/{index}/_search`"
-        " with kNN (`embedding:` and `vector_field:`) or BM25 (`text_field:`). For a preset,"
-        " `url` is the server's base URL; see docs/targets.md.",
+        " with kNN (`embedding:` and `vector_field:`) or BM25 (`text_field:`). `weaviate`:"
+        " GraphQL `Get` on a class with nearVector, nearText, bm25 or hybrid (`search:`)."
+        " `vespa`: `/search/` with YQL, nearestNeighbor with the vector or userQuery()."
+        " `rushdb`: AI search over a label and property, which RushDB embeds. `pgvector`:"
+        " SQL on a PostgreSQL table (`dsn:` instead of `url:`; scores are distances). For a"
+        " preset, `url` is the server's base URL; see docs/targets.md.",
         "chroma",
     ),
     "TargetConfig.url": (
-        "The retriever's endpoint; for a preset, the database server's base URL.",
+        "The retriever's endpoint; for a preset, the database server's base URL (`pgvector`"
+        " connects with `dsn` instead).",
         "http://127.0.0.1:8088/search",
     ),
     "TargetConfig.collection": (
         "Presets: the collection by name (the index for Elasticsearch and OpenSearch, the"
-        " namespace for Pinecone).",
+        " namespace for Pinecone, the class for Weaviate, the schema searched for Vespa, the"
+        " label for RushDB).",
         "docs",
     ),
     "TargetConfig.tenant": ("Chroma: the tenant of the collection.", "acme"),
+    "TargetConfig.dsn": (
+        "pgvector: the PostgreSQL to query, as a `postgresql+psycopg://` (or `postgresql://`)"
+        " URL; libpq settings such as `sslmode` go in its query string. Its password is a"
+        " secret, never printed.",
+        "postgresql+psycopg://reader:${PG_PASSWORD}@db:5432/app",
+    ),
+    "TargetConfig.table": (
+        "pgvector: the table (or view) searched, `name` or `schema.name`; letters, digits and"
+        " `_`, matched exactly as written.",
+        "public.chunks",
+    ),
+    "TargetConfig.id_column": (
+        "pgvector: the column whose value (as text) is the document id.",
+        "doc_id",
+    ),
+    "TargetConfig.vector_column": (
+        "pgvector: the `vector` or `halfvec` column searched; its dimensions must be the"
+        " embedding's.",
+        "embedding",
+    ),
+    "TargetConfig.distance": (
+        "pgvector: the operator, `cosine` (`<=>`), `l2` (`<->`) or `inner_product` (`<#>`,"
+        " the inner product negated); all are distances, lower is better.",
+        "inner_product",
+    ),
+    "TargetConfig.where": (
+        "pgvector: one SQL condition the rows must meet; trusted config, run in a read-only"
+        " transaction (no `;`, comments or `$` quotes).",
+        "tenant = 'acme' AND NOT archived",
+    ),
     "TargetConfig.using": (
-        "Qdrant: the named vector to search, when the collection has several.",
+        "Qdrant, Weaviate: the named vector to search, when the collection has several.",
         "text",
     ),
+    "TargetConfig.search": (
+        "Weaviate: the search operator, `nearVector` (the default with an embedding),"
+        " `nearText`, `bm25` or `hybrid`; it sets `score_order` (a distance for near*).",
+        "hybrid",
+    ),
+    "TargetConfig.rank_profile": (
+        "Vespa: the rank profile of the query (`ranking`); for nearestNeighbor, one that"
+        " declares the query tensor as an input.",
+        "semantic",
+    ),
+    "TargetConfig.query_tensor": (
+        "Vespa: the query tensor nearestNeighbor compares with, sent as `input.query(NAME)`.",
+        "query_embedding",
+    ),
     "TargetConfig.vector_field": (
-        "Elasticsearch, OpenSearch, Milvus: the vector field a kNN search reads.",
+        "Elasticsearch, OpenSearch, Milvus, Vespa: the vector field a kNN search reads.",
         "embedding",
     ),
     "TargetConfig.text_field": (
-        "Elasticsearch, OpenSearch: the text field of a BM25 `match` search (no embedding).",
+        "Elasticsearch, OpenSearch: the text field of a BM25 `match` search (no embedding)."
+        " Weaviate: the property bm25 and hybrid search. Vespa: the field or fieldset"
+        " userQuery() searches. RushDB: the property with the embedding index.",
         "content",
     ),
     "TargetConfig.database": ("Chroma, Milvus: the database of the collection.", "prod"),
@@ -253,6 +305,10 @@ SECTIONS = (
 )
 
 
+# Required by a validator but for some targets: their model default only stands for "not given".
+REQUIRED_UNLESS = {"TargetConfig.url": "required (but for `pgvector`)"}
+
+
 def _fields(model: Any) -> list[tuple[str, str, str, str]]:
     """(name, type, default, allowed values) of every field of ``model``."""
     rows = []
@@ -272,7 +328,8 @@ def _fields(model: Any) -> list[tuple[str, str, str, str]]:
                 default = _duration(default)
             elif "_rate" in validators:
                 kind = "rate (20/s, 600/m)" + (" or null" if "null" in kind else "")
-            rows.append((name, kind, _shown(default), _allowed(field.annotation)))
+            shown = REQUIRED_UNLESS.get(f"{model.__name__}.{name}") or _shown(default)
+            rows.append((name, kind, shown, _allowed(field.annotation)))
     else:
         hints = typing.get_type_hints(model)
         for field in dataclasses.fields(model):

@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
+from ragcanary.config.presets import PRESET_CHECKS, check_own_fields
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.problems import show
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
@@ -102,7 +103,29 @@ PRESET_SCORE_ORDER: dict[str, Literal["desc", "asc"]] = {
     "chroma": "asc",
     "elasticsearch": "desc",
     "opensearch": "desc",
+    "pgvector": "asc",  # all three operators: <#> is the inner product negated
+    "vespa": "desc",
+    "rushdb": "desc",
 }
+# Weaviate's depends on the search operator: a distance for near*, a score for bm25 and hybrid.
+WEAVIATE_SCORE_ORDER: dict[str, Literal["desc", "asc"]] = {
+    "nearVector": "asc",
+    "nearText": "asc",
+    "bm25": "desc",
+    "hybrid": "desc",
+}
+
+
+def _implied_score_order(data: Any) -> tuple[str, Literal["desc", "asc"]] | None:
+    """Whose scores a target's are ("the chroma preset's") and their direction, if a preset says."""
+    preset = data.get("preset") if isinstance(data, dict) else None
+    if preset == "weaviate":
+        search = data.get("search") or ("nearVector" if data.get("embedding") else None)
+        order = WEAVIATE_SCORE_ORDER.get(search) if isinstance(search, str) else None
+        return None if order is None else (f"the weaviate preset's {search}", order)
+    if isinstance(preset, str) and preset in PRESET_SCORE_ORDER:
+        return f"the {preset} preset's", PRESET_SCORE_ORDER[preset]
+    return None
 
 
 class TargetConfig(_Strict):
@@ -111,9 +134,21 @@ class TargetConfig(_Strict):
     # http: any JSON API, described by body/params/results/id/score; a database's name: its
     # native query API (url is then the server's base URL).
     preset: Literal[
-        "http", "chroma", "qdrant", "milvus", "pinecone", "elasticsearch", "opensearch"
+        "http",
+        "chroma",
+        "qdrant",
+        "milvus",
+        "pinecone",
+        "elasticsearch",
+        "opensearch",
+        "pgvector",
+        "weaviate",
+        "vespa",
+        "rushdb",
     ] = "http"
-    url: str
+    # Required but for pgvector, which connects with dsn (see _preset_needs); "" when absent, so
+    # that the HTTP targets keep a plain str.
+    url: str = ""
     method: Literal["GET", "POST"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     body: Any = None  # JSON body template for POST; {query} and {k} are filled in
@@ -134,7 +169,11 @@ class TargetConfig(_Strict):
     database: str = "default_database"
     vector_field: str | None = None
     text_field: str | None = None
-    using: str | None = None  # Qdrant: the named vector to search
+    using: str | None = None  # Qdrant, Weaviate: the named vector to search
+    # Weaviate: the search operator (default nearVector with an embedding); it sets score_order.
+    search: Literal["nearVector", "nearText", "bm25", "hybrid"] | None = None
+    rank_profile: str | None = None  # Vespa: the rank profile (`ranking`) of the query
+    query_tensor: str = "q"  # Vespa: the query tensor nearestNeighbor reads, input.query(q)
     timeout: Seconds = 5.0
     concurrency: int = Field(default=8, ge=1)
     rate_limit: PerSecond | None = None
@@ -144,6 +183,14 @@ class TargetConfig(_Strict):
     # same-origin: follow redirects only to the same scheme, host and port; any: also to other
     # origins, with every configured header (secrets) dropped on the way.
     follow_redirects: Literal["same-origin", "any"] = "same-origin"
+    # pgvector: the PostgreSQL to query (in place of url), the table (or schema.table), its id
+    # and vector columns, the distance operator and an optional SQL condition (config/sql.py).
+    dsn: str | None = None
+    table: str | None = None
+    id_column: str | None = None
+    vector_column: str | None = None
+    distance: Literal["cosine", "l2", "inner_product"] = "cosine"
+    where: str | None = None
 
     @field_validator("url")
     @classmethod
@@ -166,22 +213,28 @@ class TargetConfig(_Strict):
     @classmethod
     def _preset_score_order(cls, data: Any) -> Any:
         """A preset knows its score direction; saying the other one is a mistake."""
-        if not isinstance(data, dict) or data.get("preset") not in PRESET_SCORE_ORDER:
+        found = _implied_score_order(data)
+        if found is None:
             return data
-        implied = PRESET_SCORE_ORDER[data["preset"]]
+        whose, implied = found
         given = data.get("score_order", implied)
         if given != implied:
             kind = "distances" if implied == "asc" else "similarities"
             raise _fix(
-                f"the {data['preset']} preset's scores are {kind} "
-                f"(score_order: {implied}), not {given!r}",
+                f"{whose} scores are {kind} (score_order: {implied}), not {given!r}",
                 "remove score_order: the preset sets it",
             )
         return {**data, "score_order": implied}
 
     @model_validator(mode="after")
     def _preset_needs(self) -> TargetConfig:
+        check_own_fields(self)
+        if self.preset != "pgvector" and "url" not in self.model_fields_set:
+            raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
         if self.preset == "http":
+            return self
+        if self.preset in PRESET_CHECKS:
+            PRESET_CHECKS[self.preset](self)
             return self
         if self.preset in ("elasticsearch", "opensearch"):
             return self._search_engine_needs()

@@ -52,8 +52,9 @@ async def run_cycle(
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
     redact = Redactor(loaded.secrets)
-    target = make_target(target_name, target_cfg, client, redact)
     async with AsyncExitStack() as stack:
+        target = make_target(target_name, target_cfg, client, redact)
+        stack.push_async_callback(target.aclose)  # a SQL target's connections
         embedder = None
         if target_cfg.embedding is not None:
             endpoint = loaded.config.embeddings[target_cfg.embedding]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Literal
@@ -57,35 +56,11 @@ async def check_target(loaded: LoadedConfig, name: str, query: str) -> LiveCheck
             vector = embedded.vector
         client = await stack.enter_async_context(make_client(config))
         target = make_target(name, config, client, redact)
+        stack.push_async_callback(target.aclose)
         answer = await target.search(query, depth, vector)
-        request = describe(target.last_request, redact)
+        request = target.describe_last_request()
     if answer.answered:
         verdict = "ok"
     else:
         verdict = "unreachable" if answer.outcome in TRANSIENT else "config"
     return LiveCheck(name, query, request, answer, verdict)
-
-
-def describe(request: tuple[str, str, bytes | None] | None, redact: Redactor) -> str:
-    """``METHOD URL`` and the JSON body, a vector shortened to its first numbers and size."""
-    if request is None:
-        return "(no request was sent)"
-    method, url, body = request
-    text = f"{method} {url}"
-    if body:
-        try:
-            text += " " + json.dumps(_shorten(json.loads(body)))
-        except ValueError:
-            text += f" ({len(body)} bytes)"
-    return redact(text)
-
-
-def _shorten(value: object) -> object:
-    """Lists of more than eight numbers (vectors) cut to their first three and a count."""
-    if isinstance(value, list):
-        if len(value) > 8 and all(isinstance(x, int | float) for x in value):
-            return [*value[:3], f"... {len(value)} numbers"]
-        return [_shorten(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _shorten(v) for k, v in value.items()}
-    return value

@@ -167,6 +167,31 @@ def compile_path(expression: str) -> Callable[[Any], Any]:
     return lookup
 
 
+def describe_request(request: tuple[str, str, bytes | None] | None) -> str:
+    """``METHOD URL`` and the JSON body, a vector shortened to its first numbers and size."""
+    if request is None:
+        return "(no request was sent)"
+    method, url, body = request
+    text = f"{method} {url}"
+    if body:
+        try:
+            text += " " + json.dumps(shorten_vectors(json.loads(body)))
+        except ValueError:
+            text += f" ({len(body)} bytes)"
+    return text
+
+
+def shorten_vectors(value: object) -> object:
+    """Lists of more than eight numbers (vectors) cut to their first three and a count."""
+    if isinstance(value, list):
+        if len(value) > 8 and all(isinstance(x, int | float) for x in value):
+            return [*value[:3], f"... {len(value)} numbers"]
+        return [shorten_vectors(v) for v in value]
+    if isinstance(value, dict):
+        return {k: shorten_vectors(v) for k, v in value.items()}
+    return value
+
+
 class QueryFailed(Exception):
     """One attempt failed; carries the outcome, a reason for people and an optional Retry-After."""
 
@@ -190,10 +215,13 @@ class HttpTarget:
     A preset (``probe/presets/``) is a subclass: ``SHAPE`` (or ``_shape``, when it depends
     on the config) fixes what its API decides of the config (method, results, id and score
     paths), ``_setup`` reads its own settings, and
-    ``_request`` (with ``_results``, the hit list of an answer) speaks its API.
+    ``_request`` (with ``_results``, the hit list of an answer) speaks its API;
+    ``_error_message`` and ``AUTH_HINT`` make its refusals say what to fix.
     """
 
     SHAPE: ClassVar[Mapping[str, Any]] = {}
+    # Added to a 401 or 403: how this API wants to be authenticated.
+    AUTH_HINT: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -237,6 +265,13 @@ class HttpTarget:
         # Method, URL and body of the last request sent, for `validate --live` to show.
         self.last_request: tuple[str, str, bytes | None] | None = None
         self._setup(given)
+
+    def describe_last_request(self) -> str:
+        """The last request as `validate --live` shows it: vectors cut short, secrets masked."""
+        return self._redact(describe_request(self.last_request))
+
+    async def aclose(self) -> None:
+        """Nothing to release: the client belongs to whoever passed it in."""
 
     def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
         """What the preset's API fixes of ``config``; ``SHAPE`` unless it depends on it."""
@@ -371,14 +406,22 @@ class HttpTarget:
                 "bad_response", f"unexpected HTTP {code} {response.reason_phrase}".strip()
             )
         reason = f"HTTP {code} {response.reason_phrase}".strip()
-        snippet = await _error_snippet(response, self._redact)
+        snippet = await _error_snippet(
+            response, self._redact, lambda error: self._error_message(code, error)
+        )
         if snippet:
             reason = f"{reason}: {snippet}"
+        if code in (401, 403) and self.AUTH_HINT:
+            reason = f"{reason}; {self.AUTH_HINT}"
         retry_after = None
         header = response.headers.get("retry-after")
         if header is not None and code in (429, 503):
             retry_after = retry_after_seconds(header, self._wall_clock())
         raise QueryFailed(outcome, reason, retry_after)
+
+    def _error_message(self, code: int, error: Any) -> str | None:
+        """What a preset reads in its API's JSON error body (HTTP ``code``); None: its start."""
+        return None
 
     def _parse(self, body: bytes, k: int) -> _Ranked:
         hide = self._redact
@@ -508,12 +551,25 @@ async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bo
     return bytes(body), True
 
 
-async def _error_snippet(response: httpx.Response, hide: Callable[[str], str]) -> str:
-    """The start of an error body, one line, so a 400 can say which field the target disliked."""
+async def _error_snippet(
+    response: httpx.Response,
+    hide: Callable[[str], str],
+    read: Callable[[Any], str | None] = lambda error: None,
+) -> str:
+    """The start of an error body, one line, so a 400 can say which field the target disliked.
+
+    ``read`` may find the message in a JSON body; then that is shown, at greater length.
+    """
     try:
         head, _ = await _read_decoded(response, _SECRET_WINDOW)
     except QueryFailed:
         return ""
+    try:
+        message = read(json.loads(head))
+    except (ValueError, RecursionError):
+        message = None
+    if message:
+        return _excerpt(" ".join(message.split()), 300, hide)
     text = " ".join(head.decode("utf-8", "replace").split())
     if text.startswith("<"):
         return "(an HTML page)"

@@ -269,6 +269,7 @@ def _secrets(
                 add((section, name, "headers", header), value)
             if isinstance(entry, dict):
                 add((section, name, "url"), entry.get("url"), password_of)
+                add((section, name, "dsn"), entry.get("dsn"), password_of)
     add(("admin_token",), data.get("admin_token"))
     add(("storage",), data.get("storage"), password_of)
     secrets.discard("")

@@ -2,24 +2,63 @@
 
 Each preset is an ``HttpTarget`` that builds the database's native query from the canary's
 vector and turns the database's answer into ranked hits; timeouts, retries, size caps,
-redirect rules and redaction are ``HttpTarget``'s.
+redirect rules and redaction are ``HttpTarget``'s. pgvector, which speaks SQL, is its own
+``PgvectorTarget``; both are a ``PresetTarget``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.chroma import ChromaTarget
 from ragcanary.probe.presets.milvus import MilvusTarget
+from ragcanary.probe.presets.pgvector import PgvectorTarget
 from ragcanary.probe.presets.pinecone import PineconeTarget
 from ragcanary.probe.presets.qdrant import QdrantTarget
+from ragcanary.probe.presets.rushdb import RushDBTarget
 from ragcanary.probe.presets.search_engines import SearchEngineTarget
-from ragcanary.probe.target import HttpTarget
+from ragcanary.probe.presets.vespa import VespaTarget
+from ragcanary.probe.presets.weaviate import WeaviateTarget
+from ragcanary.probe.target import HttpTarget, Target
 
-PRESETS: dict[str, type[HttpTarget]] = {
+
+class PresetTarget(Target, Protocol):
+    """A target made from its config: it also shows its last request and releases what it holds."""
+
+    def describe_last_request(self) -> str:
+        """The last request as `validate --live` prints it, secrets masked."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the target opened itself (a SQL target's connections)."""
+        ...
+
+
+class TargetMaker(Protocol):
+    """Builds a preset's target; HTTP presets use ``client``, others may ignore it."""
+
+    def __call__(
+        self,
+        name: str,
+        config: TargetConfig,
+        client: httpx.AsyncClient,
+        *,
+        redact: Callable[[str], str],
+    ) -> PresetTarget: ...
+
+
+def _sql_target(
+    name: str, config: TargetConfig, client: httpx.AsyncClient, *, redact: Callable[[str], str]
+) -> PgvectorTarget:
+    """pgvector speaks SQL on its own connections: the HTTP client is not used."""
+    return PgvectorTarget(name, config, redact=redact)
+
+
+PRESETS: dict[str, TargetMaker] = {
     "http": HttpTarget,
     "chroma": ChromaTarget,
     "qdrant": QdrantTarget,
@@ -27,6 +66,10 @@ PRESETS: dict[str, type[HttpTarget]] = {
     "pinecone": PineconeTarget,
     "elasticsearch": SearchEngineTarget,
     "opensearch": SearchEngineTarget,
+    "pgvector": _sql_target,
+    "weaviate": WeaviateTarget,
+    "vespa": VespaTarget,
+    "rushdb": RushDBTarget,
 }
 
 
@@ -35,6 +78,6 @@ def make_target(
     config: TargetConfig,
     client: httpx.AsyncClient,
     redact: Callable[[str], str] = lambda s: s,
-) -> HttpTarget:
+) -> PresetTarget:
     """The adapter for ``config.preset``: the generic ``HttpTarget`` or a database's own."""
     return PRESETS[config.preset](name, config, client, redact=redact)

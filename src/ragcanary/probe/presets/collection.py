@@ -82,13 +82,18 @@ class CollectionTarget(HttpTarget):
             return f"{message}; check collection:"
         if not names:
             return f"{message}, where there are no collections"
-        shown = ", ".join(names[:SHOWN_COLLECTIONS])
-        more = len(names) - SHOWN_COLLECTIONS
-        tail = f" and {more} more" if more > 0 else ""
-        return f"{message}; set collection: to one of {shown}{tail}"
+        return f"{message}; set collection: to {one_of(names)}"
 
     def _post(self, url: str, body: Any) -> httpx.Request:
         timeout = httpx.Timeout(self._config.timeout)
         return self._client.build_request(
             "POST", url, json=body, headers=self._headers, timeout=timeout
         )
+
+
+def one_of(names: Sequence[str]) -> str:
+    """``one of a, b and 3 more``: what a "not found" message offers instead, sorted."""
+    ordered = sorted(names)
+    shown = ", ".join(ordered[:SHOWN_COLLECTIONS])
+    more = len(ordered) - SHOWN_COLLECTIONS
+    return f"one of {shown}" + (f" and {more} more" if more > 0 else "")

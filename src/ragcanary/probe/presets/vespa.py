@@ -1,0 +1,106 @@
+"""Vespa's query API: ``POST /search/`` with YQL, a nearestNeighbor search or userQuery().
+
+With ``embedding:`` the YQL is ``{targetHits:k}nearestNeighbor(vector_field, q)`` and the
+vector goes as ``input.query(q)``; without, it is ``userQuery()`` with the canary as the
+``query`` parameter, never inside the YQL. Hits are ``root.children[]``: ``id`` is Vespa's
+(``id:namespace:doctype::docid``, the default here), ``id: fields.doc_id`` reads a summary
+field, and ``relevance`` is higher for better hits. Errors come as ``root.errors``: with an
+HTTP error status when nothing was found, and in a 200 beside the hits that were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import httpx
+
+from ragcanary.config.model import TargetConfig
+from ragcanary.measure.results import Answer, Outcome
+from ragcanary.probe.target import HttpTarget, QueryFailed
+
+# Vespa's error codes (com.yahoo.container.protect.Error) that retrying may cure: no
+# backends in service, backend communication error, timeout. Others are the query's fault.
+TRANSIENT_ERRORS: dict[int, Outcome] = {0: "http_5xx", 10: "http_5xx", 12: "timeout"}
+
+
+class VespaTarget(HttpTarget):
+    """A Vespa application's container; ``collection:`` names the sources (default all)."""
+
+    SHAPE: ClassVar[Mapping[str, Any]] = {
+        "method": "POST",
+        "results": "root.children",
+        "score": "relevance",
+    }
+    AUTH_HINT: ClassVar[str] = (
+        'Vespa Cloud takes a data-plane token as headers: {Authorization: "Bearer ${VESPA_TOKEN}"}'
+    )
+
+    def _setup(self, config: TargetConfig) -> None:
+        self._results = self._hits
+        self._url = f"{config.url.rstrip('/')}/search/"
+        # Checked names (config/presets.py): safe to write into the YQL.
+        self._from = f"select * from sources {config.collection or '*'} where"
+
+    async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
+        """The top ``k``: nearest to ``vector`` with an embedding, else by userQuery()."""
+        if self._config.embedding is not None and vector is None:
+            reason = "the vespa nearestNeighbor search needs the query's vector"
+            return Answer((), (), 0.0, "bad_response", reason)
+        return await super().search(query, k, vector)
+
+    def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
+        config = self._config
+        body: dict[str, Any]
+        if vector is None:
+            body = {"yql": f"{self._from} userQuery()", "query": query, "hits": k}
+            if config.text_field is not None:
+                body["model.defaultIndex"] = config.text_field
+        else:
+            tensor = config.query_tensor
+            body = {
+                "yql": f"{self._from} {{targetHits:{k}}}"
+                f"nearestNeighbor({config.vector_field}, {tensor})",
+                f"input.query({tensor})": list(vector),
+                "hits": k,
+            }
+        if config.rank_profile is not None:
+            body["ranking"] = config.rank_profile
+        return self._client.build_request(
+            "POST",
+            self._url,
+            json=body,
+            headers=self._headers,
+            timeout=httpx.Timeout(config.timeout),
+        )
+
+    def _hits(self, document: Any) -> Any:
+        """``root.children``, none when nothing matched; or the errors Vespa reported."""
+        root = document.get("root") if isinstance(document, dict) else None
+        if not isinstance(root, dict):
+            raise QueryFailed("bad_response", "vespa answered without a root object")
+        if root.get("errors"):
+            raise QueryFailed(*self._explain(root["errors"]))
+        return root.get("children", [])
+
+    def _error_message(self, code: int, error: Any) -> str | None:
+        root = error.get("root") if isinstance(error, dict) else None
+        errors = root.get("errors") if isinstance(root, dict) else None
+        return self._explain(errors)[1] if errors else None
+
+    def _explain(self, errors: Any) -> tuple[Outcome, str]:
+        """The outcome and message of Vespa's first error, with the fix of a known one."""
+        first = errors[0] if isinstance(errors, list) else errors
+        if not isinstance(first, dict):
+            return "bad_response", f"vespa error: {str(first)[:300]}"
+        code = first.get("code")
+        message = " ".join(str(first.get("message", "")).split())[:300]
+        text = f"vespa error {code} ({first.get('summary', '')}): {message}"
+        tensor = f"query({self._config.query_tensor})"
+        if self._config.embedding is not None and tensor in message:
+            text += (
+                f"; the rank profile must declare the input {tensor} of the embedding's type:"
+                " set rank_profile: to one that does"
+            )
+        outcome = TRANSIENT_ERRORS.get(code) if isinstance(code, int) else None
+        return outcome or "bad_response", text
