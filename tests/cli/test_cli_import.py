@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from click.testing import Result
-from retrievers import DEFAULT_API_KEY, FakeRetriever
+from retrievers import DEFAULT_API_KEY, EmbeddingServer, FakeRetriever, toy_vector
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -74,3 +74,28 @@ def test_bootstrap_drafts_a_suite_from_live_answers(tmp_path: Path) -> None:
     assert "doc-7" in draft
     assert DEFAULT_API_KEY not in draft
     assert [c.query for c in load_suite(out).cases] == ["reset password", "pricing plans"]
+
+
+def test_bootstrap_embeds_the_queries_of_a_target_that_searches_by_vector(
+    tmp_path: Path,
+) -> None:
+    """A target with embedding: gets each query's vector, as in a run."""
+    with FakeRetriever() as retriever, EmbeddingServer() as embedder:
+        config = tmp_path / "ragcanary.yaml"
+        config.write_text(
+            f"embeddings:\n  toy: {{url: {embedder.url}, model: toy-1}}\n"
+            "targets:\n  vendor:\n"
+            f"    url: {retriever.url}\n"
+            '    headers: {X-Api-Key: "${KEY}"}\n'
+            '    body: {text: "{query}", top_k: "{k}", vector: "{vector}"}\n'
+            "    results: data.matches\n    id: chunk.meta.parent_id\n    score: relevance\n"
+            "    embedding: toy\n"
+        )
+        queries = tmp_path / "queries.txt"
+        queries.write_text("reset password\n")
+        out = tmp_path / "draft.yaml"
+        args = ["bootstrap", "-c", str(config), "--target", "vendor"]
+        result = _invoke(*args, "--queries", str(queries), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert [r.body["vector"] for r in retriever.requests] == [toy_vector("reset password", 8)]
+    assert "doc-7" in out.read_text()

@@ -155,15 +155,24 @@ def _compare_table(evaluation: Evaluation, a: str, b: str) -> Table:
 
 async def draft(loaded: LoadedConfig, target: str, queries: Path, depth: int) -> str:
     """`ragcanary bootstrap`: a draft suite from live answers."""
+    from contextlib import AsyncExitStack
+
     from ragcanary.probe.bootstrap import draft_suite, read_queries
-    from ragcanary.probe.target import HttpTarget
+    from ragcanary.probe.embedding import open_embedder
+    from ragcanary.probe.presets import make_target
     from ragcanary.redact import Redactor
 
     texts = read_queries(queries)
     cfg = loaded.config.targets[target]
-    async with make_client(cfg) as client:
-        http = HttpTarget(target, cfg, client, redact=Redactor(loaded.secrets))
-        return await draft_suite(http, texts, depth, concurrency=cfg.concurrency)
+    redact = Redactor(loaded.secrets)
+    async with make_client(cfg) as client, AsyncExitStack() as stack:
+        preset = make_target(target, cfg, client, redact)
+        stack.push_async_callback(preset.aclose)
+        embed = None
+        if cfg.embedding is not None:
+            endpoint = loaded.config.embeddings[cfg.embedding]
+            embed = (await open_embedder(stack, cfg.embedding, endpoint, redact)).embed
+        return await draft_suite(preset, texts, depth, concurrency=cfg.concurrency, embed=embed)
 
 
 def import_collection(kind: str, paths: Sequence[Path], out: Path, split: str = "test") -> str:

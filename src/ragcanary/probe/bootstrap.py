@@ -12,7 +12,7 @@ import yaml
 
 from ragcanary.errors import ConfigError, Problem, UsageError
 from ragcanary.measure.results import CaseResult
-from ragcanary.probe.runner import run_suite
+from ragcanary.probe.runner import Embed, run_suite
 from ragcanary.probe.target import Target
 from ragcanary.suites.suite import Case, Suite
 
@@ -88,7 +88,11 @@ def unique_slugs(texts: Sequence[str]) -> list[str]:
 
 
 async def draft_suite(
-    target: Target, queries: Sequence[str], depth: int, concurrency: int = 4
+    target: Target,
+    queries: Sequence[str],
+    depth: int,
+    concurrency: int = 4,
+    embed: Embed | None = None,
 ) -> str:
     """YAML text of a label-free suite for ``queries``, with the live top ``depth`` as comments.
 
@@ -100,7 +104,13 @@ async def draft_suite(
         Case(id=slug, query=q) for slug, q in zip(unique_slugs(unique), unique, strict=True)
     )
     run = await run_suite(
-        "bootstrap", Suite(cases), target, depth=depth, concurrency=concurrency, rate_limit=None
+        "bootstrap",
+        Suite(cases),
+        target,
+        depth=depth,
+        concurrency=concurrency,
+        rate_limit=None,
+        embed=embed,
     )
     return render_draft(target.name, depth, run.results, skipped=len(queries) - len(unique))
 
