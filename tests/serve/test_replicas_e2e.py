@@ -124,6 +124,10 @@ def test_replicas_run_each_tick_once_through_a_kill_and_a_cut(
                 )
                 cut_runs = _claimed_since(postgres_url, cut_at + 6)
                 assert "b" not in {_name(daemons, r) for r in cut_runs.values()}
+                ready = b.get("/readyz")
+                assert ready.status_code == 503
+                assert ready.json()["replica"]["claiming"] is False
+                assert "claiming no runs" in ready.json()["reason"]
             logged_by_b = {e["run_id"] for e in b.events() if e.get("event") == "run"}
             wait_for(
                 lambda: logged_by_b <= _stored(postgres_url),
@@ -131,6 +135,11 @@ def test_replicas_run_each_tick_once_through_a_kill_and_a_cut(
                 "the runs the cut replica buffered, stored once it reconnected",
             )
             wait_for(lambda: every_pair_shown(a), DEADLINE_S, "the restarted replica's view")
+            wait_for(
+                lambda: c_daemon.get("/readyz").json()["replica"]["live_replicas"] == 3,
+                DEADLINE_S,
+                "the reconnected replica seen alive again",
+            )
 
     runs = rows(postgres_url, "SELECT run_id, suite, target, started_at FROM runs")
     claims = rows(postgres_url, "SELECT job, tick, replica_id, run_id FROM claims")

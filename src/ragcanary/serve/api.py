@@ -100,13 +100,23 @@ def create_app(daemon: Service) -> FastAPI:
         # file or a database in recovery answers reads and refuses every run.
         reason = await daemon.keeper.writable(READY_DEADLINE_S)
         storage_ok = reason is None
-        body = {
+        body: dict[str, Any] = {
             "ready": storage_ok,
             "config": True,
             "storage": storage_ok,
             "reason": reason,
             "buffered_runs": daemon.keeper.pending,
         }
+        replicas = daemon.replicas
+        if replicas is not None:
+            # A replica that cannot write claims no tick: the others run its jobs meanwhile.
+            body["replica"] = {
+                "id": replicas.replica_id,
+                "live_replicas": len(replicas.live),
+                "claiming": storage_ok,
+            }
+            if not storage_ok:
+                body["reason"] = f"{reason}; claiming no runs until it returns (others run them)"
         return JSONResponse(body, status_code=200 if storage_ok else 503)
 
     @app.post("/-/reload", responses=_errors(400, 401, 403, 413))

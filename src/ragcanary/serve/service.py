@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from ragcanary.serve.exporter import Exporter
 from ragcanary.serve.reloading import ReloadResult
+from ragcanary.serve.replicas import Replicas
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig
@@ -27,6 +28,11 @@ class Service(Protocol):
 
     @property
     def store(self) -> Store: ...
+
+    @property
+    def replicas(self) -> Replicas | None:
+        """This daemon among its replicas (PostgreSQL storage), else None."""
+        ...
 
     async def reload(self) -> ReloadResult:
         """Load the config again; the old one keeps running when the new one is refused."""
