@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -184,9 +184,10 @@ class RunKeeper:
     async def baseline(self, pair: Pair, mode: str) -> dict[str, Any] | None:
         """The report ``pair``'s next run is compared with: pinned, or the previous answered run."""
         if mode == "previous":
-            if pair not in self._previous:
-                found = await self.call(self.store.latest_run, *pair, exclude_unavailable=True)
-                full = await self.call(self.store.get_report, found["run_id"]) if found else None
+            # Storage may hold a newer run than this process saw: another replica's.
+            found = await self.call(self.store.latest_run, *pair, exclude_unavailable=True)
+            if found is not None and _newer(found, self._previous.get(pair)):
+                full = await self.call(self.store.get_report, found["run_id"])
                 if full:
                     self._previous[pair] = full
             return self._previous.get(pair)
@@ -287,3 +288,19 @@ class RunKeeper:
             run_id=report.get("run_id"),
             error=str(error),
         )
+
+
+def _newer(stored: Mapping[str, Any], seen: Mapping[str, Any] | None) -> bool:
+    """Whether the stored run summary ``stored`` started after the report ``seen``."""
+    if seen is None:
+        return True
+    if stored["run_id"] == seen["run_id"]:
+        return False
+    try:
+        seen_at = datetime.fromisoformat(str(seen["started_at"]))
+    except ValueError:
+        return True
+    if seen_at.tzinfo is None:
+        seen_at = seen_at.replace(tzinfo=UTC)
+    started: datetime = stored["started_at"]
+    return started > seen_at
