@@ -21,7 +21,15 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from ragcanary.config.model import Config, EmbeddingConfig, SuiteConfig, TargetConfig, Thresholds
+from ragcanary.config.model import (
+    CandidatesConfig,
+    Config,
+    EmbeddingConfig,
+    Redaction,
+    SuiteConfig,
+    TargetConfig,
+    Thresholds,
+)
 from ragcanary.suites.suite import Case
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "config.md"
@@ -45,6 +53,32 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "Bearer token for `POST /-/reload` and pinning baselines; unset disables both. Set it with `RAGCANARY_ADMIN_TOKEN`, not in the file.",
         "${RAGCANARY_ADMIN_TOKEN}",
     ),
+    "Config.ingest_token": (
+        "Bearer token the application sends with failure reports to `POST /api/v1/candidates`; it can do nothing else. Unset disables the route. Set it with `RAGCANARY_INGEST_TOKEN`.",
+        "${RAGCANARY_INGEST_TOKEN}",
+    ),
+    "Config.candidates": (
+        "Bounds of the failure reports; see *candidates*.",
+        "{max_pending: 5000}",
+    ),
+    "CandidatesConfig.max_pending": (
+        "Candidates waiting for review at most; past it the oldest pending are dropped (and counted).",
+        "5000",
+    ),
+    "CandidatesConfig.rate_limit": (
+        "Reports a second from one `source` (else one client address); more answer 429.",
+        "50/s",
+    ),
+    "CandidatesConfig.burst": (
+        "Reports one source may send at once before the rate applies.",
+        "100",
+    ),
+    "CandidatesConfig.redact": (
+        "Patterns replaced in queries and notes before anything is stored; unset: e-mail addresses and phone numbers.",
+        '[{pattern: "ACC-\\d+", replace: "<account>"}]',
+    ),
+    "Redaction.pattern": ("A Python regular expression.", '"ACC-\\d+"'),
+    "Redaction.replace": ("What replaces each match.", "<account>"),
     "Config.retention": ("Runs older than this are pruned (a pinned baseline never is).", "14d"),
     "Config.retention_failed": ("Regressed and unavailable runs are kept this long.", "180d"),
     "Config.embeddings": (
@@ -301,6 +335,8 @@ SECTIONS = (
     ("targets.NAME", TargetConfig),
     ("suites.NAME", SuiteConfig),
     ("suites.NAME.thresholds", Thresholds),
+    ("candidates", CandidatesConfig),
+    ("candidates.redact items", Redaction),
     ("Suite file cases (`cases:` items)", Case),
 )
 

@@ -691,6 +691,7 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
         conn.execute(sqlalchemy.text("DROP TABLE vectors"))
         conn.execute(sqlalchemy.text("DROP TABLE replicas"))
         conn.execute(sqlalchemy.text("DROP TABLE claims"))
+        conn.execute(sqlalchemy.text("DROP TABLE candidates"))
     engine.dispose()
 
     with Store.from_url(store_url) as upgraded:

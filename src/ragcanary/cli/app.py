@@ -503,6 +503,100 @@ def calibrate(
         asyncio.run(calibrate_noise(loaded, suite, target, runs, Console()))
 
 
+candidates_app = typer.Typer(
+    help="Review the application's failure reports and grow the golden set from them.",
+    rich_markup_mode=None,
+)
+app.add_typer(candidates_app, name="candidates")
+CandidateArg = Annotated[int, typer.Argument(help="The candidate's id (from `candidates list`).")]
+
+
+@candidates_app.command("list")
+def candidates_list(
+    signal: Annotated[str | None, typer.Option(help="Only those reported with it.")] = None,
+    since: Annotated[str | None, typer.Option(help="Reported this recently, like 7d.")] = None,
+    status: Annotated[str, typer.Option(help="pending, promoted or dismissed.")] = "pending",
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Candidates waiting for review, the most reported first."""
+    from ragcanary.cli.candidates import list_candidates, print_candidates
+
+    with _exit_on_error():
+        rows = list_candidates(_read_only(config), signal, since, status)
+        print_candidates(rows, Console(), as_json)
+
+
+@candidates_app.command("show")
+def candidates_show(
+    candidate: CandidateArg,
+    target: Annotated[
+        str | None, typer.Option(help="Ask this target (default: the one reported).")
+    ] = None,
+    depth: Annotated[int, typer.Option(min=1, help="How many hits to show.")] = 10,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A candidate, its reports, and what the live target returns for it now."""
+    from ragcanary.cli.candidates import print_shown, show_candidate
+
+    with _exit_on_error():
+        loaded = _load(config)
+        if target is not None:
+            _pairs_of_target(loaded, target)
+        shown = asyncio.run(show_candidate(loaded, candidate, target, depth))
+        print_shown(shown, Console(), as_json)
+
+
+@candidates_app.command("promote")
+def candidates_promote(
+    candidate: CandidateArg,
+    suite: SuiteOption,
+    relevant: Annotated[
+        str | None, typer.Option(help="The ids a good answer holds: ID[,ID].")
+    ] = None,
+    grade: Annotated[int, typer.Option(min=1, help="Their grade.")] = 1,
+    negative: Annotated[
+        bool, typer.Option("--negative", help="An off-topic canary: nothing may score high.")
+    ] = False,
+    max_score: Annotated[float | None, typer.Option(help="A negative canary's bound.")] = None,
+    tags: Annotated[str | None, typer.Option(help="Tags: TAG[,TAG].")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Append the candidate to a suite file as a case (comments kept) and mark it done."""
+    from ragcanary.cli.candidates import promote
+
+    ids = [i.strip() for i in (relevant or "").split(",") if i.strip()]
+    labels = [t.strip() for t in (tags or "").split(",") if t.strip()]
+    with _exit_on_error():
+        loaded = _read_only(config)
+        case = promote(loaded, candidate, suite, ids, grade, negative, max_score, labels)
+    typer.echo(
+        f"candidate {candidate} is case {case} of suite {suite}; "
+        "a running daemon takes it at its next reload"
+    )
+
+
+@candidates_app.command("dismiss")
+def candidates_dismiss(
+    candidate: CandidateArg,
+    reason: Annotated[str, typer.Option(help="Why it is no canary.")],
+    config: ConfigOption = None,
+) -> None:
+    """Mark a candidate reviewed and not worth a canary."""
+    from ragcanary.cli.candidates import dismiss
+
+    with _exit_on_error():
+        dismiss(_read_only(config), candidate, reason)
+    typer.echo(f"candidate {candidate} dismissed")
+
+
+def _pairs_of_target(loaded: LoadedConfig, target: str) -> None:
+    if target not in loaded.config.targets:
+        known = ", ".join(loaded.config.targets)
+        raise UsageError(f"--target {target}: no such target; the config has: {known}")
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"ragcanary {__version__}")

@@ -71,6 +71,7 @@ class EnvOverrides(BaseSettings):
     log_level: str | None = None
     log_format: str | None = None
     admin_token: str | None = None
+    ingest_token: str | None = None
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> dict[str, str]:

@@ -425,6 +425,34 @@ class EmbeddingConfig(_Strict):
         return TargetConfig._http_url(url)
 
 
+class Redaction(_Strict):
+    """A pattern whose matches are replaced in failure reports before they are stored."""
+
+    pattern: str
+    replace: str = "<redacted>"
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise _fix(
+                f"{pattern!r} is not a regular expression ({exc})", "fix the pattern"
+            ) from None
+        return pattern
+
+
+class CandidatesConfig(_Strict):
+    """Failure reports of the application (``POST /api/v1/candidates``) and their bounds."""
+
+    max_pending: int = Field(default=10_000, ge=1)  # past it the oldest pending are dropped
+    rate_limit: PerSecond = 20.0  # reports a second from one source (or client address)
+    burst: int = Field(default=50, ge=1)
+    # Replaced before anything is stored; None: e-mail addresses and phone numbers.
+    redact: list[Redaction] | None = None
+
+
 class Config(_Strict):
     """The whole ``ragcanary.yaml``."""
 
@@ -433,6 +461,8 @@ class Config(_Strict):
     log_level: str = "info"
     log_format: Literal["json", "console"] | None = None
     admin_token: str | None = None
+    ingest_token: str | None = None  # what the application sends to POST /api/v1/candidates
+    candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
     retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones
     embeddings: dict[str, EmbeddingConfig] = Field(default_factory=dict)

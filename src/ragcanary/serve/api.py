@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, HTTPException, Query, Response
+from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
@@ -16,6 +18,8 @@ from ragcanary.config.units import DurationOutOfRange, parse_duration_between
 from ragcanary.errors import UsageError
 from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
 from ragcanary.serve.guard import Guard
+from ragcanary.serve.intake import Refused
+from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.storage import StorageError
 
 if TYPE_CHECKING:
@@ -37,6 +41,7 @@ _ERRORS = {
     401: "missing or wrong bearer token",
     403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
     413: "the request body is over 1 MB",
+    429: "too many failure reports from this source; Retry-After says when to try again",
     404: "no such run, case, or nothing stored yet to answer with",
     503: "storage is unreachable",
 }
@@ -73,7 +78,11 @@ def _storage_down(exc: StorageError) -> HTTPException:
 def create_app(daemon: Service) -> FastAPI:
     """The FastAPI app bound to one running daemon, through the narrow ``Service`` protocol."""
     app = FastAPI(title="ragcanary", version=__version__)
-    app.add_middleware(Guard, admin_token=lambda: daemon.loaded.config.admin_token)
+    app.add_middleware(
+        Guard,
+        admin_token=lambda: daemon.loaded.config.admin_token,
+        ingest_token=lambda: daemon.loaded.config.ingest_token,
+    )
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -212,5 +221,40 @@ def create_app(daemon: Service) -> FastAPI:
         except StorageError as exc:
             raise _storage_down(exc) from None
         return {"suite": suite, "target": target, "run_id": run_id}
+
+    @app.post(
+        "/api/v1/candidates", status_code=202, responses=_errors(400, 401, 403, 413, 429, 503)
+    )
+    async def add_candidate(
+        request: Request,
+        # Declared for OpenAPI only: Guard has checked it before the body was read.
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> JSONResponse:
+        """A failure report of the application: queued for review, never waiting on storage."""
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, RecursionError):
+            daemon.intake.count_refused("invalid")
+            raise HTTPException(400, "the body is not JSON; send a JSON object") from None
+        client = request.client.host if request.client else "unknown"
+        try:
+            report = daemon.intake.receive(body, list(daemon.loaded.config.targets), client)
+        except Refused as refused:
+            headers = {"Retry-After": str(math.ceil(refused.retry_s))} if refused.retry_s else None
+            return JSONResponse({"detail": refused.reason}, refused.status, headers=headers)
+        return JSONResponse({"accepted": True, "query": report.query}, 202)
+
+    @app.get("/api/v1/candidates", responses=_errors(400, 401, 403, 503))
+    async def list_candidates(
+        status: Literal["pending", "promoted", "dismissed"] = "pending",
+        signal: str | None = None,
+        since: SinceQuery = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        """Failure reports by normalised query, the most reported first (needs the admin token:
+        they are what users asked)."""
+        start = datetime.now(UTC) - timedelta(seconds=_window(since)) if since else None
+        rows = await storage(CandidateStore(daemon.store).list, status, signal, start)
+        return {"candidates": rows}
 
     return app

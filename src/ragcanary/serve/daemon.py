@@ -33,6 +33,7 @@ from ragcanary.reports.report import failure_kinds, run_from_report, to_report
 from ragcanary.serve.config_export import config_hash, interval_seconds, verdict_thresholds
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
+from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.serve.replicas import (
     EPOCH,
@@ -42,6 +43,7 @@ from ragcanary.serve.replicas import (
     takeover_s,
     tick_of,
 )
+from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.lock import Lock, acquire
 from ragcanary.store.spool import Spool, spool_path
@@ -58,6 +60,8 @@ KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every
 STORAGE_RETRY_S = 1.0
 STORAGE_RETRY_MAX_S = 10.0
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
+INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
+PENDING_REFRESH_S = 15.0  # and the pending gauge read again at least this often
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,17 @@ def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, 
         )
         for name, cfg in loaded.config.suites.items()
     }
+
+
+def intake_settings(loaded: LoadedConfig) -> IntakeSettings:
+    """The failure reports' bounds and redactions, from the config's ``candidates:``."""
+    config = loaded.config.candidates
+    redactions = (
+        DEFAULT_REDACTIONS
+        if config.redact is None
+        else tuple((r.pattern, r.replace) for r in config.redact)
+    )
+    return IntakeSettings(config.max_pending, config.rate_limit, config.burst, redactions)
 
 
 def trigger_for(suite: SuiteConfig) -> BaseTrigger:
@@ -138,6 +153,13 @@ class Daemon:
             else None
         )
         self._replica_task: asyncio.Task[None] | None = None
+        self.intake = Intake(
+            CandidateStore(self.store),
+            intake_settings(loaded),
+            on_received=self.exporter.count_candidate,
+            on_dropped=self.exporter.count_dropped_candidates,
+        )
+        self._intake_task: asyncio.Task[None] | None = None
         self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
         self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
@@ -174,6 +196,7 @@ class Daemon:
         await self.keeper.ensure_schema()
         self.exporter.set_buffered_runs(self.keeper.pending)
         self._storage_task = asyncio.get_running_loop().create_task(self._keep_storing())
+        self._intake_task = asyncio.get_running_loop().create_task(self._keep_intake())
         if self.replicas is not None:
             await self.replicas.beat()
             self._replica_task = asyncio.get_running_loop().create_task(self._keep_in_touch())
@@ -215,10 +238,11 @@ class Daemon:
             await client.aclose()
         if self._closing:
             await asyncio.wait(self._closing, timeout=5)
-        for background in (self._storage_task, self._replica_task):
+        for background in (self._storage_task, self._replica_task, self._intake_task):
             if background is not None:
                 background.cancel()
                 await asyncio.wait([background], timeout=1)
+        await self._flush_intake()
         if self.server is not None:
             self.server.should_exit = True
             if self._server_task is not None:
@@ -236,6 +260,25 @@ class Daemon:
             stored = await self.keeper.retry()
             self.exporter.set_buffered_runs(self.keeper.pending)
             delay = STORAGE_RETRY_S if stored else min(delay * 2, STORAGE_RETRY_MAX_S)
+
+    async def _keep_intake(self) -> None:
+        """Write the queued failure reports in batches; refresh the pending gauge now and then."""
+        last_count = 0.0
+        while True:
+            await asyncio.sleep(INTAKE_FLUSH_S)
+            added = await self.intake.flush()
+            now = asyncio.get_running_loop().time()
+            if added is not None or now - last_count >= PENDING_REFRESH_S:
+                last_count = now
+                store = self.intake.store
+                pending = await self.keeper.call(store.pending_by_signal)
+                if pending is not None:
+                    self.exporter.set_candidates_pending(pending)
+
+    async def _flush_intake(self) -> None:
+        """At shutdown: write what waits, or say how many reports are lost."""
+        if self.intake.queued and await self.intake.flush() is None and self.intake.queued:
+            log.warning("failure reports not stored at shutdown", reports=self.intake.queued)
 
     async def _keep_in_touch(self) -> None:
         """A replica's background: its heartbeat, and the runs the other replicas stored."""
@@ -371,6 +414,7 @@ class Daemon:
             self._add_job(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
         self.exporter.load(suite_pairs(loaded), config_hash=config_hash(loaded))
         # Nothing below can fail: the new config is in.
+        self.intake.configure(intake_settings(loaded))
         self._gates = self._gates_to_keep(loaded)
         self.loaded = loaded
         self.redactor.update(loaded.secrets)

@@ -19,6 +19,9 @@ from ragcanary.serve.exposition import MergedCollector, PairSeries, join_text
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
 STORAGE_OPERATIONS = ("read", "write", "check")
+# serve/intake.py's signals and the reasons it refuses or drops a report for.
+CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
+CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap")
 # A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
 QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -206,6 +209,29 @@ class Exporter:
         )
         for operation in STORAGE_OPERATIONS:
             self._storage_errors.labels(operation)
+        self._candidates_pending = Gauge(
+            "ragcanary_candidates_pending",
+            "Failure reports waiting for review, by a signal they were reported with.",
+            ("signal",),
+            registry=self._base,
+        )
+        self._candidates_received = Counter(
+            "ragcanary_candidates_received_total",
+            "Failure reports taken from the application, by signal.",
+            ("signal",),
+            registry=self._base,
+        )
+        self._candidates_dropped = Counter(
+            "ragcanary_candidates_dropped_total",
+            "Failure reports refused or dropped, by reason.",
+            ("reason",),
+            registry=self._base,
+        )
+        for signal in CANDIDATE_SIGNALS:
+            self._candidates_received.labels(signal)
+            self._candidates_pending.labels(signal).set(0)
+        for reason in CANDIDATE_DROPS:
+            self._candidates_dropped.labels(reason)
         self._config_hash = Gauge(
             "ragcanary_config_hash",
             "Always 1; the hash of the effective configuration (secrets left out) is a label.",
@@ -338,6 +364,19 @@ class Exporter:
     def count_storage_error(self, operation: str) -> None:
         """Count one failed storage call (``operation``: read, write or check)."""
         self._storage_errors.labels(operation).inc()
+
+    def count_candidate(self, signal: str) -> None:
+        """Count one failure report taken (``signal``: thumbs_down, rephrased, ...)."""
+        self._candidates_received.labels(signal).inc()
+
+    def count_dropped_candidates(self, reason: str, count: int = 1) -> None:
+        """Count failure reports refused or dropped for ``reason``."""
+        self._candidates_dropped.labels(reason).inc(count)
+
+    def set_candidates_pending(self, by_signal: Mapping[str, int]) -> None:
+        """How many candidates wait for review, per signal they were reported with."""
+        for signal in CANDIDATE_SIGNALS:
+            self._candidates_pending.labels(signal).set(by_signal.get(signal, 0))
 
     def set_reload_result(self, ok: bool) -> None:
         """Record whether the last configuration reload was accepted."""

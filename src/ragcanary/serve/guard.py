@@ -1,4 +1,4 @@
-"""What the API checks before a handler runs: the admin token first, then a capped body.
+"""What the API checks before a handler runs: the admin or ingest token, then a capped body.
 
 A pure ASGI middleware, so that nothing of a refused request is read or parsed: the token of
 an admin route is checked on the headers alone (no body is read before it passes), a declared
@@ -24,9 +24,21 @@ NO_TOKEN = "admin API disabled: set RAGCANARY_ADMIN_TOKEN to enable it"
 BAD_TOKEN = "missing or wrong token: send Authorization: Bearer <RAGCANARY_ADMIN_TOKEN>"
 
 
+NO_INGEST = "failure reports disabled: set RAGCANARY_INGEST_TOKEN to enable them"
+BAD_INGEST = "missing or wrong token: send Authorization: Bearer <RAGCANARY_INGEST_TOKEN>"
+
+
 def is_admin_route(method: str, path: str) -> bool:
-    """Routes that change the daemon: reloading the config and pinning baselines."""
+    """Routes that change the daemon or read what users asked: reloading the config, pinning
+    baselines, and the list of failure reports."""
+    if path.rstrip("/") == "/api/v1/candidates":
+        return method != "POST"
     return method == "POST" and (path == "/-/reload" or path.startswith("/api/v1/baselines/"))
+
+
+def is_ingest_route(method: str, path: str) -> bool:
+    """The application's failure reports: a token of their own, which can do nothing else."""
+    return method == "POST" and path.rstrip("/") == "/api/v1/candidates"
 
 
 def bearer_matches(header: str | None, token: str) -> bool:
@@ -45,9 +57,11 @@ class Guard:
         app: ASGIApp,
         admin_token: Callable[[], str | None],
         max_body: int = MAX_BODY_BYTES,
+        ingest_token: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.app = app
         self.admin_token = admin_token  # read per request: a reload may change it
+        self.ingest_token = ingest_token
         self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,13 +69,18 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if is_admin_route(scope["method"], scope["path"]):
-            token = self.admin_token()
+        for guarded, token_of, missing, wrong in (
+            (is_admin_route, self.admin_token, NO_TOKEN, BAD_TOKEN),
+            (is_ingest_route, self.ingest_token, NO_INGEST, BAD_INGEST),
+        ):
+            if not guarded(scope["method"], scope["path"]):
+                continue
+            token = token_of()
             if not token:
-                await _answer(send, 403, NO_TOKEN)
+                await _answer(send, 403, missing)
                 return
             if not bearer_matches(headers.get("authorization"), token):
-                await _answer(send, 401, BAD_TOKEN, {"www-authenticate": "Bearer"})
+                await _answer(send, 401, wrong, {"www-authenticate": "Bearer"})
                 return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:

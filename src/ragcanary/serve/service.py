@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ragcanary.serve.exporter import Exporter
+from ragcanary.serve.intake import Intake
 from ragcanary.serve.reloading import ReloadResult
 from ragcanary.serve.replicas import Replicas
 from ragcanary.store.keeper import RunKeeper
@@ -28,6 +29,11 @@ class Service(Protocol):
 
     @property
     def store(self) -> Store: ...
+
+    @property
+    def intake(self) -> Intake:
+        """The queue of the application's failure reports."""
+        ...
 
     @property
     def replicas(self) -> Replicas | None:

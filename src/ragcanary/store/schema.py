@@ -171,6 +171,24 @@ claims = Table(
     Index("claims_tick", "tick"),  # prune
 )
 
+# Failure reports of the application (POST /api/v1/candidates), one row per normalised query:
+# how often and how it was reported, the last few reports, and what review made of it.
+candidates = Table(
+    "candidates",
+    metadata,
+    Column("candidate_id", Integer, primary_key=True, autoincrement=True),
+    Column("key", String(64), nullable=False, unique=True),  # sha256 of the normalised query
+    Column("query", Text, nullable=False),  # as first reported, personal data redacted
+    Column("status", String(16), nullable=False),  # pending, promoted, dismissed
+    Column("reports", Integer, nullable=False),
+    Column("signals", _json(), nullable=False),  # signal -> times reported with it
+    Column("recent", _json(), nullable=False),  # the last reports: at, signal, target, ids, ...
+    Column("first_at", UTCDateTime(), nullable=False),
+    Column("last_at", UTCDateTime(), nullable=False),
+    Column("outcome", Text),  # the dismissal's reason, or the suite and case it became
+    Index("candidates_status_last", "status", "last_at"),
+)
+
 # One row per version the database was created at or upgraded to; the highest is current.
 schema_version = Table(
     "schema_version",
@@ -222,7 +240,17 @@ def _add_replicas(conn: Connection) -> None:
     claims.create(conn)
 
 
-UPGRADES: Mapping[int, Upgrade] = {1: _add_points, 2: _add_vectors, 3: _add_replicas}
+def _add_candidates(conn: Connection) -> None:
+    """Version 4 -> 5: the candidates table, empty."""
+    candidates.create(conn)
+
+
+UPGRADES: Mapping[int, Upgrade] = {
+    1: _add_points,
+    2: _add_vectors,
+    3: _add_replicas,
+    4: _add_candidates,
+}
 
 
 _MIGRATE_LOCK = 0x7261_6763  # PostgreSQL advisory lock key serialising concurrent migrations

@@ -11,6 +11,7 @@ Every SQLAlchemy and driver error is translated here; callers never see them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sqlite3
@@ -512,6 +513,14 @@ class Store:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    def reading(self) -> contextlib.AbstractContextManager[Connection]:
+        """A read transaction, its errors translated (for the store's other modules)."""
+        return self._read()
+
+    def writing(self) -> contextlib.AbstractContextManager[Connection]:
+        """A write transaction, its errors translated (for the store's other modules)."""
+        return self._write()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

@@ -271,6 +271,7 @@ def _secrets(
                 add((section, name, "url"), entry.get("url"), password_of)
                 add((section, name, "dsn"), entry.get("dsn"), password_of)
     add(("admin_token",), data.get("admin_token"))
+    add(("ingest_token",), data.get("ingest_token"))
     add(("storage",), data.get("storage"), password_of)
     secrets.discard("")
     return frozenset(secrets)
