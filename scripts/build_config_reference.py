@@ -311,6 +311,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "`RagCanaryEmbeddingDrift` fires; not a verdict reason.",
         "0.02",
     ),
+    "SuiteConfig.stale_label_runs": (
+        "A relevant id that no canary got back in this many answered runs is a stale label (`ragcanary_stale_labels`).",
+        "100",
+    ),
     "Case.id": ("Unique id of the canary (what `history --case` takes).", "reset-password"),
     "Case.query": ("The query sent (at most 10,000 characters).", "how do I reset my password"),
     "Case.relevant": (

@@ -55,6 +55,10 @@ CONTRACT_METRICS = (
     "ragcanary_build_info",
     "ragcanary_embedding_drift",
     "ragcanary_embedding_changed_ratio",
+    "ragcanary_stale_labels",
+    "ragcanary_candidates_pending",
+    "ragcanary_candidates_received_total",
+    "ragcanary_candidates_dropped_total",
 )
 CORE = {"suite": "core", "target": "search"}
 QUALITY: tuple[tuple[str, dict[str, str]], ...] = (
@@ -350,6 +354,18 @@ def test_a_run_without_query_vectors_removes_the_embedding_drift_gauges(exporter
     assert value(exporter, "ragcanary_score_drift") == 0.07
 
 
+def test_stale_labels_are_counted_once_enough_runs_tell(exporter: Exporter) -> None:
+    report = make_report()
+    report["stale_labels"] = None  # fewer runs than stale_label_runs so far
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_stale_labels") is None
+    report["stale_labels"] = [{"case": "c1", "id": "d-1"}, {"case": "c2", "id": "d-9"}]
+    exporter.observe_run(report)
+    assert value(exporter, "ragcanary_stale_labels") == 2.0
+    exporter.observe_run(make_report("unavailable", coverage=0.0, cases=[]))
+    assert value(exporter, "ragcanary_stale_labels") == 2.0  # an outage says nothing of labels
+
+
 def test_a_null_metric_in_an_answered_run_removes_its_stale_value(exporter: Exporter) -> None:
     exporter.observe_run(make_report())
     report = make_report()
@@ -505,7 +521,9 @@ def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
 def _exposition_after_one_run() -> str:
     exporter = Exporter(CollectorRegistry())
     exporter.load(pairs(per_case=True))
-    exporter.observe_run(make_report("regression"))
+    report = make_report("regression")
+    report["stale_labels"] = [{"case": "c2", "id": "d-gone"}]
+    exporter.observe_run(report)
     return generate_latest(exporter.registry).decode()
 
 

@@ -848,3 +848,16 @@ def test_prune_deletes_claims_older_than_the_runs_kept(store: Store, store_url: 
     store.claim("core/search", NOW - timedelta(days=1), "a", "r-new")
     store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=90))
     assert count_rows(store_url, "claims") == 1
+
+
+def test_returned_ids_are_those_of_the_newest_answered_runs(store: Store) -> None:
+    store.save_run(make_report("old", NOW - timedelta(minutes=3)))
+    store.save_run(make_report("mid", NOW - timedelta(minutes=2)))
+    store.save_run(make_report("down", NOW - timedelta(minutes=1), outcome="unavailable"))
+    store.save_run(make_report("new", NOW, case_ids=("alpha",)))
+    assert store.returned_ids("core", "search", 2) == (
+        2,
+        {"alpha-doc", "beta-doc", "mid-doc", "new-doc"},
+    )
+    assert store.returned_ids("core", "search", 10)[0] == 3
+    assert store.returned_ids("core", "elsewhere", 10) == (0, set())

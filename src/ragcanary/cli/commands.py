@@ -570,6 +570,42 @@ async def check_live(loaded: LoadedConfig, console: Console) -> int:
         for rank, (doc_id, score) in enumerate(zip(answer.ids[:3], answer.scores, strict=False)):
             shown = "-" if score is None else f"{score:.4g}"
             console.print(f"  {rank + 1}. {doc_id}  {shown}", markup=False, highlight=False)
+    _print_stale_labels(loaded, console)
     if "config" in verdicts:
         return 2
     return 3 if "unreachable" in verdicts else 0
+
+
+def _print_stale_labels(loaded: LoadedConfig, console: Console) -> None:
+    """The stale labels the newest stored run of each pair found (a ticket, not an exit code)."""
+    import sqlalchemy
+
+    from ragcanary.store.storage import StorageError, Store
+
+    url = sqlalchemy.make_url(loaded.config.storage)
+    if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
+        return  # nothing stored yet: a check must not create the database
+    store = Store.from_url(loaded.config.storage)
+    try:
+        if store.schema_version() is None:
+            return
+        for suite, cfg in loaded.config.suites.items():
+            for target in cfg.targets:
+                latest = store.latest_run(suite, target)
+                report = store.get_report(latest["run_id"]) if latest else None
+                labels = (report or {}).get("stale_labels") or []
+                if not labels:
+                    continue
+                console.print(
+                    f"{suite} on {target}: {len(labels)} stale labels, relevant ids no canary "
+                    f"got back in the last {cfg.stale_label_runs} runs:",
+                    markup=False,
+                    highlight=False,
+                )
+                for label in labels:
+                    line = f"  case {label.get('case')}: {label.get('id')}"
+                    console.print(line, markup=False, highlight=False)
+    except StorageError:
+        pass
+    finally:
+        store.close()

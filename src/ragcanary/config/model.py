@@ -329,6 +329,8 @@ class SuiteConfig(_Strict):
     gain: Literal["linear", "exponential"] = "linear"
     thresholds: Thresholds = Field(default_factory=Thresholds)
     per_case_metrics: bool = False
+    # A relevant id no canary got back in this many answered runs is a stale label.
+    stale_label_runs: int = Field(default=50, ge=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -106,6 +106,14 @@ def diff_reports(
             ids = relevant.get(case["id"], ())
             _mark(case["entered"], ids)
             _mark(case["left"], ids)
+    # An id that left and that no canary got back for the suite's stale_label_runs most likely
+    # left the index (deleted, re-chunked), not only this canary's top-k.
+    stale = after.get("stale_labels")
+    if isinstance(stale, list):  # the run knew (enough runs stored before it)
+        gone = {str(s.get("id")) for s in stale if isinstance(s, Mapping)}
+        for case in changed:
+            for entry in case["left"]:
+                entry["stale"] = entry["id"] in gone
     return {
         "suite": after.get("suite"),
         "target": after.get("target"),

@@ -180,7 +180,7 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
         parts.append(metrics)
     cases = Table(
         title=f"changed cases ({len(diff['cases'])}, worst first; {diff['unchanged']} "
-        "unchanged; ★ relevant)",
+        f"unchanged; ★ relevant{_STALE_LEGEND if _any_stale(diff) else ''})",
         title_justify="left",
     )
     for col in ("case", "worst change", "left the top-k", "entered the top-k", "RBO", "top Δ"):
@@ -204,10 +204,18 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
     return Group(*parts)
 
 
+_STALE_LEGEND = "; † left the index: no canary gets it back"
+
+
+def _any_stale(diff: Mapping[str, Any]) -> bool:
+    return any(e.get("stale") for case in diff["cases"] for e in case["left"])
+
+
 def _entry(entry: Mapping[str, Any]) -> str:
     score = f" {entry['score']:.3f}" if isinstance(entry.get("score"), float) else ""
     star = "★" if entry.get("relevant") else ""
-    return f"{star}{entry['id']} (#{entry['rank']}{score})"
+    dagger = "†" if entry.get("stale") else ""
+    return f"{star}{entry['id']}{dagger} (#{entry['rank']}{score})"
 
 
 def _run_lines(label: str, run: Mapping[str, Any]) -> list[Text]:

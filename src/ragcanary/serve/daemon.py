@@ -26,6 +26,8 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.config.schedule import build_trigger
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
+from ragcanary.measure.results import RunResult
+from ragcanary.measure.stale import stale_labels
 from ragcanary.probe.cycle import run_cycle
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
@@ -607,6 +609,8 @@ class Daemon:
             run_id=run_id,
         )
         report = to_report(evaluation)
+        if report["outcome"] != "unavailable":
+            report["stale_labels"] = await self._stale_labels(key, evaluation.run)
         self.exporter.observe_run(report)
         self._shown[pair] = max(evaluation.run.started_at, self._shown.get(pair, EPOCH))
         saved = await self.keeper.save(report)
@@ -615,6 +619,17 @@ class Daemon:
             await self.keeper.pin_first_healthy(pair, report)
         log_run(report)
         return report
+
+    async def _stale_labels(self, key: JobKey, run: RunResult) -> list[dict[str, str]] | None:
+        """The relevant ids no canary got back over the suite's last ``stale_label_runs``
+        answered runs, this one included; None until there are that many (or no storage)."""
+        window = self.loaded.config.suites[key.suite].stale_label_runs
+        found = await self.keeper.call(self.store.returned_ids, key.suite, key.target, window - 1)
+        if found is None or found[0] < window - 1:
+            return None
+        returned = found[1] | {i for r in run.results for i in r.answer.ids}
+        stale = stale_labels(self.loaded.suites[key.suite].cases, returned)
+        return [{"case": label.case, "id": label.id} for label in stale]
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); the next run compares with it."""

@@ -134,6 +134,9 @@ class Exporter:
             "baseline_delta", "Aggregate metric of the last run minus the baseline's.", "metric"
         )
         self._regressed = gauge("regressed_cases", "Cases that scored worse than in the baseline.")
+        self._stale_labels = gauge(
+            "stale_labels", "Relevant ids no canary got back in the suite's stale_label_runs."
+        )
         self._leaks = gauge("negative_leaks", "Negative canaries that scored at or over max_score.")
         self._regression = gauge("regression", "1 when the last answered run was a regression.")
         self._coverage = gauge("coverage_ratio", "Answered cases over all cases of the last run.")
@@ -252,6 +255,7 @@ class Exporter:
                 self._regressed,
                 self._leaks,
                 self._regression,
+                self._stale_labels,
             }
         )
 
@@ -416,6 +420,9 @@ class Exporter:
         leaks = {f.get("case") for f in failures if f.get("kind") == "negative_leak"}
         yield (self._leaks, ()), float(len(leaks))
         yield (self._regression, ()), 1.0 if report.get("outcome") == "regression" else 0.0
+        stale = report.get("stale_labels")
+        if isinstance(stale, list):  # None: not enough runs yet to tell
+            yield (self._stale_labels, ()), float(len(stale))
         baseline = report.get("baseline")
         if not isinstance(baseline, Mapping):
             return

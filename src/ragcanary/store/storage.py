@@ -377,6 +377,29 @@ class Store:
             for run_id, at, target, run_outcome, outcome, error, latency, top, ids in rows
         ]
 
+    def returned_ids(self, suite: str, target: str, newest: int) -> tuple[int, set[str]]:
+        """Over the ``newest`` answered runs of the pair: how many there are, and every id
+        any of their cases returned (what stale labels are checked against)."""
+        latest = (
+            select(runs.c.run_id)
+            .where(
+                runs.c.suite == suite,
+                runs.c.target == target,
+                runs.c.outcome != "unavailable",
+            )
+            .order_by(runs.c.started_at.desc())
+            .limit(max(newest, 0))
+        )
+        with self._read() as conn:
+            run_ids = list(conn.execute(latest).scalars())
+            texts = conn.execute(
+                select(points.c.ids).where(
+                    points.c.suite == suite, points.c.run_id.in_(run_ids), points.c.ids.is_not(None)
+                )
+            ).scalars()
+            returned = {str(i) for text in texts for i in decode_ids(text)}
+        return len(run_ids), returned
+
     def heartbeat(
         self, replica_id: str, started_at: datetime, config_hash: str, version: str
     ) -> list[dict[str, Any]]:

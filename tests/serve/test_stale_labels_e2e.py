@@ -1,0 +1,70 @@
+"""Stale labels against a real daemon: the index loses a document a canary expects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from daemon_harness import DaemonProcess, free_port, running, wait_for
+from retrievers import FakeRetriever, graded_corpus, target_entry
+from typer.testing import CliRunner
+
+from ragcanary.cli.app import app
+from ragcanary.measure.stale import StaleLabel, stale_labels
+from ragcanary.suites.suite import Case
+
+API_KEY = "sk-stale-3e1"
+QUERIES = [f"question {i:02d}" for i in range(4)]
+DEADLINE_S = 30.0
+
+
+def test_only_relevant_ids_no_canary_got_back_are_stale() -> None:
+    cases = [
+        Case("a", "qa", {"d1": 1, "d2": 0}),  # d2 judged not relevant: never stale
+        Case("b", "qb", {"d3": 2, "d4": 1}),
+        Case("c", "qc", {}),  # a negative canary expects nothing
+        Case("d", "qd"),  # label-free
+    ]
+    assert stale_labels(cases, {"d1", "d4"}) == [StaleLabel("b", "d3")]
+    assert stale_labels(cases, {"d1", "d3", "d4"}) == []
+
+
+def test_a_document_the_index_lost_becomes_a_stale_label_and_validate_live_names_it(
+    tmp_path: Path,
+) -> None:
+    with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever:
+        cases = [
+            {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
+        ]
+        (tmp_path / "core.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
+        port = free_port()
+        suite = {"cases": "core.yaml", "targets": ["vendor"], "every": "1s", "stale_label_runs": 3}
+        config = {
+            "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+            "listen": f"127.0.0.1:{port}",
+            "targets": {"vendor": target_entry(retriever.url, timeout="5s", retries=0)},
+            "suites": {"core": suite},
+        }
+        path = tmp_path / "ragcanary.yaml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        daemon = DaemonProcess(path, port, {"VENDOR_KEY": API_KEY})
+        labels = {"suite": "core", "target": "vendor"}
+        with running(daemon):
+            wait_for(
+                lambda: daemon.scrape().value("ragcanary_stale_labels", **labels) == 0,
+                DEADLINE_S,
+                "three answered runs and no stale label",
+            )
+            retriever.drop_ids = {"rel-2"}  # a data migration deleted it
+            wait_for(
+                lambda: daemon.scrape().value("ragcanary_stale_labels", **labels) == 1,
+                DEADLINE_S,
+                "the lost document counted as a stale label",
+            )
+        result = CliRunner().invoke(
+            app, ["validate", "--live", "-c", str(path)], env={"VENDOR_KEY": API_KEY}
+        )
+    assert result.exit_code == 0, result.output
+    assert "core on vendor: 1 stale labels" in result.output
+    assert "case case-2: rel-2" in result.output
