@@ -87,3 +87,10 @@ def test_another_configuration_is_logged_once(capsys: pytest.CaptureFixture[str]
     a.update([*peers("a"), *peers("b", config="hash-2")], NOW)
     logged = capsys.readouterr().out
     assert logged.count("other replicas run another configuration") == 1
+
+
+def test_a_cron_firing_handled_late_keeps_its_own_tick() -> None:
+    trigger = build_trigger(None, "*/5 * * * *")
+    nominal = datetime(2026, 11, 25, 12, 5, tzinfo=UTC)
+    assert tick_of(trigger, nominal + timedelta(seconds=40)) == nominal
+    assert tick_of(trigger, nominal + timedelta(minutes=4, seconds=59)) == nominal

@@ -861,3 +861,26 @@ def test_returned_ids_are_those_of_the_newest_answered_runs(store: Store) -> Non
     )
     assert store.returned_ids("core", "search", 10)[0] == 3
     assert store.returned_ids("core", "elsewhere", 10) == (0, set())
+
+
+def test_a_tick_another_replica_inserted_but_never_committed_is_taken(
+    postgres_url: str,
+) -> None:
+    """A replica cut off between its claim's INSERT and COMMIT holds the row locked: the
+    others give up on that tick within a second instead of counting storage as down."""
+    with Store.from_url(postgres_url) as store:
+        store.migrate()
+        engine = make_engine(postgres_url)
+        try:
+            with engine.connect() as hung:
+                hung.execute(
+                    sqlalchemy.text(
+                        "INSERT INTO claims (job, tick, replica_id, run_id, claimed_at) "
+                        "VALUES ('core/search', :tick, 'cut-off', 'r-1', :tick)"
+                    ),
+                    {"tick": NOW},
+                )  # no commit: the transaction stays open while the other replica claims
+                assert store.claim("core/search", NOW, "healthy", "r-2") is False
+                assert store.claim("core/search", NOW + timedelta(seconds=2), "healthy", "r-3")
+        finally:
+            engine.dispose()

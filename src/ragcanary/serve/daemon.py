@@ -417,6 +417,8 @@ class Daemon:
         self.exporter.load(suite_pairs(loaded), config_hash=config_hash(loaded))
         # Nothing below can fail: the new config is in.
         self.intake.configure(intake_settings(loaded))
+        if self.replicas is not None:
+            self.replicas.config_hash = config_hash(loaded)  # what the heartbeat tells the others
         self._gates = self._gates_to_keep(loaded)
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
@@ -584,7 +586,9 @@ class Daemon:
         turn = self.replicas.turn(key.id, jobs)
         if turn:
             every = suite.every or interval_seconds(suite, tick)
-            await asyncio.sleep(turn * takeover_s(every))
+            await asyncio.sleep(turn * takeover_s(every, len(self.replicas.live)))
+            if self._stopping:
+                return None  # a stopping replica leaves the tick to the others
         run_id = uuid.uuid4().hex
         return run_id if await self.replicas.claim(key.id, tick, run_id) else None
 

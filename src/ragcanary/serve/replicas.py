@@ -41,7 +41,7 @@ log = structlog.get_logger("ragcanary")
 
 HEARTBEAT_S = 3.0  # how often a replica says it is alive
 DEAD_AFTER_S = 10.0  # a replica not seen this long is no longer given jobs
-TAKEOVER_MAX_S = 5.0  # a turn of the preference order, at most (a quarter interval, at least)
+TAKEOVER_MAX_S = 5.0  # a turn of the preference order, at most
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EARLY_US = 50_000  # a fire this early (a clock step) still belongs to its tick
 
@@ -73,12 +73,24 @@ def tick_of(trigger: BaseTrigger, now: datetime) -> datetime:
         ticks = (since_us + _EARLY_US) // every_us
         return start + timedelta(microseconds=ticks * every_us)
     if isinstance(trigger, CronTrigger):
-        nominal = copy.copy(trigger)
-        nominal.jitter = None
-        earliest = now - timedelta(seconds=CRON_JITTER_S + 1)
-        fire: datetime | None = nominal.get_next_fire_time(None, earliest)
-        return fire or now
+        return _latest_fire(trigger, now)
     raise TypeError(f"no ticks for {type(trigger).__name__}")
+
+
+def _latest_fire(trigger: CronTrigger, now: datetime) -> datetime:
+    """The cron's latest fire time before jitter at or before ``now`` (jitter only delays)."""
+    nominal = copy.copy(trigger)
+    nominal.jitter = None
+    for back in (CRON_JITTER_S + 1, 3600, 86400, 31 * 86400):
+        fire: datetime | None = nominal.get_next_fire_time(None, now - timedelta(seconds=back))
+        if fire is not None and fire <= now:
+            while (later := nominal.get_next_fire_time(fire, fire + _STEP)) and later <= now:
+                fire = later
+            return fire
+    return now
+
+
+_STEP = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,7 @@ class Replicas:
         return bool(taken)
 
 
-def takeover_s(every_s: float) -> float:
-    """One turn of the preference order for a job run every ``every_s`` seconds."""
-    return min(TAKEOVER_MAX_S, every_s / 4)
+def takeover_s(every_s: float, replicas: int) -> float:
+    """One turn of the preference order for a job run every ``every_s`` seconds: all the
+    turns of ``replicas`` fit in half an interval, so the last is done before the next tick."""
+    return min(TAKEOVER_MAX_S, every_s / (2 * max(replicas, 2)))

@@ -67,6 +67,8 @@ POSTGRES_KEEPALIVES = {
     "keepalives_count": 2,
 }
 POOL_TIMEOUT_S = 5  # waiting for a pooled connection
+CLAIM_LOCK_TIMEOUT_MS = 1000
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE for a lock_timeout
 FORGET_REPLICAS = timedelta(days=1)  # a replica not seen this long leaves the replicas table
 _WRITE = "ragcanary_write"  # execution option: this transaction will write
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
@@ -438,14 +440,26 @@ class Store:
             "run_id": run_id,
             "claimed_at": self._clock(),
         }
-        with self._write() as conn:
-            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-            taken = conn.execute(
-                insert(claims)
-                .values(row)
-                .on_conflict_do_nothing(index_elements=["job", "tick"])
-                .returning(claims.c.job)
-            ).first()
+        try:
+            with self._write() as conn:
+                insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+                if conn.dialect.name == "postgresql":
+                    # A claim another replica inserted but never committed (it was cut off)
+                    # stays locked until its session dies: a short wait, then "taken".
+                    conn.execute(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
+                taken = conn.execute(
+                    insert(claims)
+                    .values(row)
+                    .on_conflict_do_nothing(index_elements=["job", "tick"])
+                    .returning(claims.c.job)
+                ).first()
+        except StorageError as exc:
+            if (
+                getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+                == LOCK_NOT_AVAILABLE
+            ):
+                return False
+            raise
         return taken is not None
 
     def latest_runs(
