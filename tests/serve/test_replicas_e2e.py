@@ -179,3 +179,35 @@ def _name(daemons: dict[str, DaemonProcess], replica_id: str) -> str:
         if daemon.started and f"-{daemon.process.pid}-" in replica_id:
             return name
     return "?"
+
+
+def test_a_tick_a_dead_replica_claimed_and_never_stored_is_run_again(
+    tmp_path: Path, retriever: FakeRetriever, postgres_url: str
+) -> None:
+    """A replica killed in the middle of a run leaves a claim without a run: a live replica
+    takes the claim over and runs that tick, so the job waits no longer than a heartbeat."""
+    daemon = replica(tmp_path, postgres_url, retriever.url)
+    with running(daemon):
+        wait_for(lambda: _stored(postgres_url), DEADLINE_S, "a first run")
+        tick = rows(postgres_url, "SELECT now() - interval '15 seconds' AS at")[0].at
+        engine = sqlalchemy.create_engine(postgres_url, poolclass=NullPool)
+        with engine.begin() as conn:
+            conn.execute(
+                sqlalchemy.text(
+                    "INSERT INTO claims (job, tick, replica_id, run_id, claimed_at) "
+                    "VALUES ('s0/t0', :tick, 'killed-replica', 'lost-run', :tick)"
+                ),
+                {"tick": tick},
+            )
+        engine.dispose()
+
+        def adopted() -> str | None:
+            (claim,) = rows(
+                postgres_url,
+                f"SELECT run_id, replica_id FROM claims WHERE tick = '{tick.isoformat()}'",
+            )
+            return claim.run_id if claim.run_id in _stored(postgres_url) else None
+
+        run_id = wait_for(adopted, DEADLINE_S, "the orphaned tick run again")
+    assert run_id != "lost-run"
+    assert any("re-running a tick" in line for line in daemon.output)

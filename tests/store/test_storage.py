@@ -884,3 +884,21 @@ def test_a_tick_another_replica_inserted_but_never_committed_is_taken(
                 assert store.claim("core/search", NOW + timedelta(seconds=2), "healthy", "r-3")
         finally:
             engine.dispose()
+
+
+def test_a_run_whose_tick_another_replica_took_over_is_not_stored(postgres_url: str) -> None:
+    """A replica cut off and counted dead while its run was buffered: another ran the tick
+    again (adopt_claim), so the late run would be the tick's second and is left out."""
+    with Store.from_url(postgres_url) as store:
+        store.migrate()
+        assert store.claim("core/search", NOW, "cut-off", "late-run")
+        assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == [
+            ("core/search", NOW, "cut-off")
+        ]
+        assert store.adopt_claim("core/search", NOW, "cut-off", "healthy", "rerun")
+        assert not store.adopt_claim("core/search", NOW, "cut-off", "third", "again")
+        claim = {"job": "core/search", "tick": NOW.isoformat(), "replica": "x"}
+        store.save_run({**make_report("rerun"), "claim": claim})
+        store.save_run({**make_report("late-run"), "claim": claim})
+        assert [r["run_id"] for r in store.list_runs()] == ["rerun"]
+        assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == []

@@ -38,6 +38,7 @@ from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.serve.replicas import (
+    DEAD_AFTER_S,
     EPOCH,
     HEARTBEAT_S,
     Replicas,
@@ -62,8 +63,18 @@ KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every
 STORAGE_RETRY_S = 1.0
 STORAGE_RETRY_MAX_S = 10.0
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
+ORPHAN_SLACK_S = 30.0  # how far past the longest interval a dead replica's tick is re-run
 INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
 PENDING_REFRESH_S = 15.0  # and the pending gauge read again at least this often
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A tick of a job this replica claimed, and the run id it runs it as."""
+
+    job: str
+    tick: datetime
+    run_id: str
 
 
 @dataclass(frozen=True)
@@ -283,12 +294,54 @@ class Daemon:
             log.warning("failure reports not stored at shutdown", reports=self.intake.queued)
 
     async def _keep_in_touch(self) -> None:
-        """A replica's background: its heartbeat, and the runs the other replicas stored."""
+        """A replica's background: its heartbeat, the runs the other replicas stored, and
+        the ticks of replicas that died in the middle of a run."""
         assert self.replicas is not None
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             if await self.replicas.beat():
                 await self.show_others_runs()
+                await self.rerun_orphans()
+
+    async def rerun_orphans(self) -> None:
+        """Run again, now, the ticks a dead replica claimed and never stored a run for, so a
+        job waits no longer than its interval and a heartbeat timeout after a SIGKILL."""
+        assert self.replicas is not None
+        now = datetime.now(UTC)
+        longest = max(
+            (interval_seconds(s, now) for s in self.loaded.config.suites.values()), default=0
+        )
+        since = now - timedelta(seconds=longest + ORPHAN_SLACK_S)
+        until = now - timedelta(seconds=DEAD_AFTER_S)
+        orphans = await self.keeper.call(self.store.orphan_claims, self.replicas.live, since, until)
+        for job, tick, dead in orphans or ():
+            suite, _, target = job.partition("/")
+            key = JobKey(suite, target)
+            if suite not in self.loaded.config.suites or key.id in self._running:
+                continue
+            claim = Claim(job, tick, uuid.uuid4().hex)
+            adopt = self.store.adopt_claim
+            taken = await self.keeper.call(
+                adopt, job, tick, dead, self.replicas.replica_id, claim.run_id
+            )
+            if taken:
+                log.warning(
+                    "re-running a tick of a replica that died in the middle",
+                    suite=suite,
+                    target=target,
+                    tick=tick.isoformat(),
+                    replica=dead,
+                )
+                task = asyncio.get_running_loop().create_task(self._run_claimed(key, claim))
+                self._running[key.id] = task
+
+    async def _run_claimed(self, key: JobKey, claim: Claim) -> None:
+        try:
+            await self.run_now(key, claim=claim)
+        except Exception:  # nothing a run does may take the daemon down
+            log.exception("run failed unexpectedly", suite=key.suite, target=key.target)
+        finally:
+            self._running.pop(key.id, None)
 
     async def show_others_runs(self) -> None:
         """Export the newest run of every pair, whichever replica ran it: gauges only, since
@@ -552,18 +605,18 @@ class Daemon:
     # -- one run -------------------------------------------------------------------------
 
     async def _run_job(self, key: JobKey) -> None:
-        if self._stopping:
-            return
+        if self._stopping or key.id in self._running:
+            return  # stopping, or re-running a dead replica's tick of this job right now
         task = asyncio.current_task()
         assert task is not None
         self._running[key.id] = task
         try:
-            run_id = None
+            claim = None
             if self.replicas is not None:
-                run_id = await self._claim(key)
-                if run_id is None:
+                claim = await self._claim(key)
+                if claim is None:
                     return  # another replica runs this tick, or storage is out of reach
-            await self.run_now(key, run_id=run_id)
+            await self.run_now(key, claim=claim)
         except asyncio.CancelledError:
             # Only shutdown cancels a run, and it is logged here; handing the cancellation on
             # would make APScheduler log it once more, as a job failure with a traceback.
@@ -573,9 +626,10 @@ class Daemon:
         finally:
             self._running.pop(key.id, None)
 
-    async def _claim(self, key: JobKey) -> str | None:
-        """The run id this replica runs the current tick of ``key`` as, or None when another
-        replica took it (this one waits its turn first; see ``ragcanary.serve.replicas``)."""
+    async def _claim(self, key: JobKey) -> Claim | None:
+        """The current tick of ``key`` and the run id this replica runs it as, or None when
+        another replica took it (this one waits its turn first; ``ragcanary.serve.replicas``).
+        """
         assert self.replicas is not None
         job = self.scheduler.get_job(key.id)
         suite = self.loaded.config.suites.get(key.suite)
@@ -589,11 +643,14 @@ class Daemon:
             await asyncio.sleep(turn * takeover_s(every, len(self.replicas.live)))
             if self._stopping:
                 return None  # a stopping replica leaves the tick to the others
-        run_id = uuid.uuid4().hex
-        return run_id if await self.replicas.claim(key.id, tick, run_id) else None
+        claim = Claim(key.id, tick, uuid.uuid4().hex)
+        return claim if await self.replicas.claim(key.id, tick, claim.run_id) else None
 
-    async def run_now(self, key: JobKey, *, run_id: str | None = None) -> dict[str, Any]:
-        """One cycle of ``key``: run, judge against its baseline, export, store, log."""
+    async def run_now(self, key: JobKey, *, claim: Claim | None = None) -> dict[str, Any]:
+        """One cycle of ``key``: run, judge against its baseline, export, store, log.
+
+        A replica's run carries its ``claim``: its run id, and the tick in the report.
+        """
         loaded = self.loaded
         if key.suite not in loaded.config.suites:
             raise KeyError(key.suite)
@@ -610,9 +667,15 @@ class Daemon:
             self._client(key.target),
             baseline=baseline,
             gate=self._gate(key.target),
-            run_id=run_id,
+            run_id=claim.run_id if claim is not None else None,
         )
         report = to_report(evaluation)
+        if claim is not None and self.replicas is not None:
+            report["claim"] = {
+                "job": claim.job,
+                "tick": claim.tick.isoformat(),
+                "replica": self.replicas.replica_id,
+            }
         if report["outcome"] != "unavailable":
             report["stale_labels"] = await self._stale_labels(key, evaluation.run)
         self.exporter.observe_run(report)

@@ -216,7 +216,12 @@ class Store:
             return current_version(conn)
 
     def save_run(self, report: Mapping[str, Any]) -> None:
-        """Store one run's report dict; saving a run_id that is already stored changes nothing."""
+        """Store one run's report dict; saving a run_id that is already stored changes nothing.
+
+        A replica's run names the tick it claimed (``claim``: job and tick). When another
+        replica has since taken that tick over (``adopt_claim``: this one was cut off and
+        counted dead), the tick has its run already and this one is not stored.
+        """
         try:
             row = run_row(report)
             run_id, cases = row["run_id"], report["cases"]
@@ -230,6 +235,8 @@ class Store:
         except ValueError as error:
             raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
         with self._write() as conn:
+            if _taken_over(conn, report):
+                return
             insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
             added = conn.execute(
                 insert(runs)
@@ -462,6 +469,37 @@ class Store:
             raise
         return taken is not None
 
+    def orphan_claims(
+        self, live: Iterable[str], since: datetime, until: datetime
+    ) -> list[tuple[str, datetime, str]]:
+        """Ticks between ``since`` and ``until`` claimed by a replica not in ``live`` whose run
+        was never stored (it died in the middle): job, tick and the dead claimant."""
+        stored = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
+        query = select(claims.c.job, claims.c.tick, claims.c.replica_id).where(
+            claims.c.tick >= _aware(since, "since"),
+            claims.c.tick <= _aware(until, "until"),
+            claims.c.replica_id.not_in(list(live)),
+            ~stored,
+        )
+        with self._read() as conn:
+            return [(r.job, r.tick, r.replica_id) for r in conn.execute(query)]
+
+    def adopt_claim(
+        self, job: str, tick: datetime, dead: str, replica_id: str, run_id: str
+    ) -> bool:
+        """Take over ``dead``'s claim of ``tick`` to run it again; False if another did."""
+        with self._write() as conn:
+            done = conn.execute(
+                update(claims)
+                .where(
+                    claims.c.job == job,
+                    claims.c.tick == _aware(tick, "tick"),
+                    claims.c.replica_id == dead,
+                )
+                .values(replica_id=replica_id, run_id=run_id, claimed_at=self._clock())
+            )
+        return bool(done.rowcount)
+
     def latest_runs(
         self, pairs: Iterable[tuple[str, str]]
     ) -> dict[tuple[str, str], list[tuple[str, datetime]]]:
@@ -613,6 +651,21 @@ def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
         code = getattr(driver_error, "sqlite_errorcode", None)
         return code is not None and code & 0xFF in _SQLITE_UNAVAILABLE
     return isinstance(error, exc.OperationalError | exc.InterfaceError)
+
+
+def _taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
+    """Whether the tick ``report``'s run claimed now belongs to another run."""
+    claim = report.get("claim")
+    if not isinstance(claim, Mapping) or conn.dialect.name != "postgresql":
+        return False
+    try:
+        tick = datetime.fromisoformat(str(claim.get("tick")))
+    except ValueError:
+        return False
+    owner = conn.execute(
+        select(claims.c.run_id).where(claims.c.job == claim.get("job"), claims.c.tick == tick)
+    ).scalar_one_or_none()
+    return owner is not None and owner != report.get("run_id")
 
 
 def _without(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
