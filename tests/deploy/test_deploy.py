@@ -612,7 +612,9 @@ def test_kubernetes_resources_validate_against_the_api_schemas(
     name, resources = rendered
     kinds = {r["kind"] for r in resources}
     expected = {"Deployment", "Service", "ConfigMap", "Secret", *OPERATOR_KINDS}
-    assert kinds == (expected | {"PersistentVolumeClaim"} if name == "base" else expected)
+    # SQLite keeps its file on a claim; the replicas on PostgreSQL have a disruption budget.
+    own = {"base": {"PersistentVolumeClaim"}, "postgres": {"PodDisruptionBudget"}}
+    assert kinds == expected | own[name]
     for resource in resources:
         if resource["kind"] in OPERATOR_KINDS:
             continue  # no schema in kubernetes-validate; checked by the tests below
@@ -745,12 +747,27 @@ def test_pod_runs_non_root_on_a_read_only_root_filesystem(
     assert "emptyDir" in _mounts(resources)[PurePosixPath("/tmp")]
 
 
+def _pod_labels(resources: list[dict[str, Any]]) -> dict[str, str]:
+    labels = _one(resources, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    return cast(dict[str, str], labels)
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector of matchLabels only (what these manifests use) picks ``labels``."""
+    assert set(selector) == {"matchLabels"}, f"only matchLabels is checked here: {selector}"
+    return bool(selector["matchLabels"]) and selector["matchLabels"].items() <= labels.items()
+
+
 def test_base_keeps_sqlite_on_its_volume_claim() -> None:
+    """One process per SQLite file: one replica, and Recreate so a rollout never runs two."""
     resources = _render("base")
     volume = _mounts(resources)[_storage_dir(_storage(resources))]
     claim = volume["persistentVolumeClaim"]["claimName"]
     assert _one(resources, "PersistentVolumeClaim", claim)
-    assert _one(resources, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    spec = _one(resources, "Deployment")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    assert not [r for r in resources if r["kind"] == "PodDisruptionBudget"]
 
 
 def test_postgres_overlay_stores_in_postgresql_without_a_volume_claim() -> None:
@@ -758,6 +775,52 @@ def test_postgres_overlay_stores_in_postgresql_without_a_volume_claim() -> None:
     assert _storage(resources).startswith("postgresql+psycopg://")
     assert not [r for r in resources if r["kind"] == "PersistentVolumeClaim"]
     assert not [v for v in _mounts(resources).values() if "persistentVolumeClaim" in v]
+
+
+def test_postgres_overlay_keeps_the_spool_directory_writable() -> None:
+    """At SIGTERM the runs waiting for PostgreSQL go to a spool file in $RAGCANARY_SPOOL_DIR,
+    else the working directory: on a read-only root filesystem that must be a volume."""
+    resources = _render("postgres")
+    spool_dir = PurePosixPath(_env(resources).get("RAGCANARY_SPOOL_DIR") or _final("WORKDIR").args)
+    volume = _mounts(resources)[spool_dir]
+    assert "emptyDir" in volume, volume
+
+
+def test_postgres_overlay_runs_three_replicas_rolled_one_at_a_time() -> None:
+    deployment = _one(_render("postgres"), "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1},
+    }
+
+
+def test_postgres_overlay_disruption_budget_keeps_two_replicas_of_these_pods() -> None:
+    resources = _render("postgres")
+    budget = _one(resources, "PodDisruptionBudget")
+    assert budget["apiVersion"] == "policy/v1"
+    deployment = _one(resources, "Deployment")
+    assert _selects(budget["spec"]["selector"], _pod_labels(resources))
+    # The budget counts exactly the Deployment's pods: its selector is the Deployment's own.
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    replicas, spec = deployment["spec"]["replicas"], budget["spec"]
+    assert ("minAvailable" in spec) != ("maxUnavailable" in spec), spec
+    kept = spec["minAvailable"] if "minAvailable" in spec else replicas - spec["maxUnavailable"]
+    assert kept == 2, f"a drain should keep 2 of {replicas} replicas, keeps {kept}"
+    assert spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"
+
+
+def test_postgres_overlay_prefers_replicas_on_different_nodes() -> None:
+    """Preferred, not required: with fewer nodes than replicas the pods still schedule."""
+    resources = _render("postgres")
+    affinity = _one(resources, "Deployment")["spec"]["template"]["spec"]["affinity"]
+    anti = affinity["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti
+    (preferred,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    term = preferred["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert _selects(term["labelSelector"], _pod_labels(resources))
+    assert 1 <= preferred["weight"] <= 100
 
 
 @pytest.mark.slow
