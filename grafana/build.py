@@ -9,6 +9,12 @@ consistent. The generated JSON is committed; tests/deploy/test_dashboards.py che
 
 Every panel query filters on ``suite=~"$suite"`` and ``target=~"$target"`` and may use
 ``$__rate_interval``; nothing else needs substituting to run it against Prometheus.
+
+Replicas of ``ragcanary serve`` on one database each export every pair's gauges, so a pair
+must show one line, not one per replica: gauges of a run are read through ``latest`` (the
+replicas that show the pair's newest run, like the fleet view of deploy/prometheus/alerts.yml),
+timestamps and thresholds through ``fleet`` (the largest), and counters and histograms are
+summed (``increase``, ``quantile``). One daemon is the case of one replica.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ ALERTS = (
     'ALERTS{alertname=~"RagCanary.*", alertstate="firing", suite=~"$suite|", target=~"$target|"}'
 )
 CUT_OFF_METRICS = ("hit_rate", "ndcg", "recall", "precision")
+# The labels that tell replicas of one daemon apart (`pod` under a ServiceMonitor).
+REPLICA_LABELS = "instance, pod"
 
 RATIO = {"unit": "percentunit", "min": 0, "max": 1}
 DELTA = {"unit": "percentunit"}
@@ -65,6 +73,23 @@ RELOAD_MAPPINGS = [
 def sel(metric: str, extra: str = "") -> str:
     """A selector of ``metric`` restricted to the dashboard's suites and targets."""
     return f"{metric}{{{PAIR}{extra}}}"
+
+
+def fleet(expr: str) -> str:
+    """``expr`` with the series of all replicas merged into one: the largest value. For what
+    every replica exports alike or only grows (last-run times, thresholds, the interval)."""
+    return f"max without ({REPLICA_LABELS}) ({expr})"
+
+
+def latest(metric: str, extra: str = "", *, answered: bool = True) -> str:
+    """A gauge of each pair's last run, one series per pair, from the replicas that show the
+    pair's newest run: a replica cut from the database or gone keeps showing an older run,
+    whose values must neither hide nor outlast the current ones. Quality gauges describe the
+    last answered run; ``answered=False`` is for those every run sets (coverage)."""
+    stamp = "last_success" if answered else "last_run"
+    newest = sel(f"ragcanary_{stamp}_timestamp_seconds")
+    freshest = f"{newest} == ignoring ({REPLICA_LABELS}) group_left {fleet(newest)}"
+    return fleet(f"{sel(metric, extra)} and ignoring (k, metric) ({freshest})")
 
 
 def increase(counter: str, by: str) -> str:
@@ -174,7 +199,9 @@ def threshold_style(word: str) -> Json:
 
 def per_k(metric: str, title: str, description: str, legend: str) -> Json:
     """A graph of a cut-off metric, one line per k."""
-    return timeseries(title, description, [query(sel(f"ragcanary_{metric}"), legend)], unit=RATIO)
+    return timeseries(
+        title, description, [query(latest(f"ragcanary_{metric}"), legend)], unit=RATIO
+    )
 
 
 def variable(name: str, label: str, definition: str, *, multi: bool) -> Json:
@@ -331,10 +358,16 @@ def overview() -> Json:
         ("Negative leaks", "ragcanary_negative_leaks", (), COUNT),
     ]
     ages = [
-        ("Since last run", "time() - " + sel("ragcanary_last_run_timestamp_seconds")),
-        ("Since last success", "time() - " + sel("ragcanary_last_success_timestamp_seconds")),
+        ("Since last run", "time() - " + fleet(sel("ragcanary_last_run_timestamp_seconds"))),
+        (
+            "Since last success",
+            "time() - " + fleet(sel("ragcanary_last_success_timestamp_seconds")),
+        ),
     ]
-    columns = [(name, sel(metric), m, u) for name, metric, m, u in table_columns]
+    columns = [
+        (name, latest(metric, answered=metric != "ragcanary_coverage_ratio"), m, u)
+        for name, metric, m, u in table_columns
+    ]
     columns += [(name, expr, (), SECONDS) for name, expr in ages]
     # One row per pair: without __name__, instance and job the merge joins the columns.
     columns = [(name, f"max by (suite, target) ({expr})", m, u) for name, expr, m, u in columns]
@@ -389,19 +422,19 @@ def overview() -> Json:
         stat(
             "In regression",
             "Pairs whose last answered run was a regression.",
-            f"sum({sel('ragcanary_regression')})",
+            f"sum({latest('ragcanary_regression')})",
             unit=COUNT,
         ),
         stat(
             "Lowest coverage",
             "The smallest share of canaries answered in a last run.",
-            f"min({sel('ragcanary_coverage_ratio')})",
+            f"min({latest('ragcanary_coverage_ratio', answered=False)})",
             unit=RATIO,
         ),
         stat(
             "Oldest last run",
             "The longest time since a pair last ran; RagCanaryStale watches this.",
-            f"max(time() - {sel('ragcanary_last_run_timestamp_seconds')})",
+            f"max(time() - {fleet(sel('ragcanary_last_run_timestamp_seconds'))})",
             unit=SECONDS,
         ),
         stat(
@@ -433,7 +466,7 @@ def overview() -> Json:
                 timeline(
                     "Regression verdict",
                     "1 (red) while the pair's last answered run was a regression.",
-                    sel("ragcanary_regression"),
+                    latest("ragcanary_regression"),
                     pair,
                     unit=COUNT,
                     mappings=VERDICT_MAPPINGS,
@@ -446,7 +479,7 @@ def overview() -> Json:
                 timeseries(
                     "Coverage",
                     "Share of canaries answered; under min_coverage the run is unavailable.",
-                    [query(sel("ragcanary_coverage_ratio"), pair)],
+                    [query(latest("ragcanary_coverage_ratio", answered=False), pair)],
                     unit=RATIO,
                 ),
                 timeseries(
@@ -495,7 +528,8 @@ def suite() -> Json:
     cut_off[0]["targets"].append(
         {
             **query(
-                sel("ragcanary_threshold", ', name=~"hit_rate@.*"'), "{{target}} floor {{name}}"
+                fleet(sel("ragcanary_threshold", ', name=~"hit_rate@.*"')),
+                "{{target}} floor {{name}}",
             ),
             "refId": "B",
         }
@@ -505,7 +539,7 @@ def suite() -> Json:
         stat(
             "Verdict",
             "The verdict of the last answered run of each target.",
-            sel("ragcanary_regression"),
+            latest("ragcanary_regression"),
             "{{target}}",
             unit=COUNT,
             mappings=VERDICT_MAPPINGS,
@@ -513,31 +547,35 @@ def suite() -> Json:
         stat(
             "Coverage",
             "Share of canaries answered in the last run.",
-            sel("ragcanary_coverage_ratio"),
+            latest("ragcanary_coverage_ratio", answered=False),
             "{{target}}",
             unit=RATIO,
         ),
         stat(
-            "MRR", "Weighted mean reciprocal rank.", sel("ragcanary_mrr"), "{{target}}", unit=RATIO
+            "MRR",
+            "Weighted mean reciprocal rank.",
+            latest("ragcanary_mrr"),
+            "{{target}}",
+            unit=RATIO,
         ),
         stat(
             "Negative leaks",
             "Negative canaries that scored at or over their max_score.",
-            sel("ragcanary_negative_leaks"),
+            latest("ragcanary_negative_leaks"),
             "{{target}}",
             unit=COUNT,
         ),
         stat(
             "Regressed cases",
             "Canaries that scored worse than in the baseline.",
-            sel("ragcanary_regressed_cases"),
+            latest("ragcanary_regressed_cases"),
             "{{target}}",
             unit=COUNT,
         ),
         stat(
             "Since last run",
             "Seconds since the target last ran this suite.",
-            "time() - " + sel("ragcanary_last_run_timestamp_seconds"),
+            "time() - " + fleet(sel("ragcanary_last_run_timestamp_seconds")),
             "{{target}}",
             unit=SECONDS,
         ),
@@ -585,13 +623,13 @@ def suite() -> Json:
                 timeseries(
                     "MRR",
                     "Weighted reciprocal rank of the first relevant id within depth.",
-                    [query(sel("ragcanary_mrr"), "{{target}}")],
+                    [query(latest("ragcanary_mrr"), "{{target}}")],
                     unit=RATIO,
                 ),
                 timeseries(
                     "Coverage",
                     "Share of canaries answered; under min_coverage the run is unavailable.",
-                    [query(sel("ragcanary_coverage_ratio"), "{{target}}")],
+                    [query(latest("ragcanary_coverage_ratio", answered=False), "{{target}}")],
                     unit=RATIO,
                 ),
             ],
@@ -638,7 +676,7 @@ def suite() -> Json:
                 timeseries(
                     "Negative leaks",
                     "Negative canaries (off-topic queries) that scored at or over max_score.",
-                    [query(sel("ragcanary_negative_leaks"), "{{target}}")],
+                    [query(latest("ragcanary_negative_leaks"), "{{target}}")],
                     unit=COUNT,
                 ),
             ],
@@ -659,42 +697,42 @@ def drift() -> Json:
         stat(
             "Rank overlap",
             "Mean RBO of the top-k vs the baseline (1 = same rankings).",
-            sel("ragcanary_rank_overlap"),
+            latest("ragcanary_rank_overlap"),
             "{{target}}",
             unit=RATIO,
         ),
         stat(
             "Score drift",
             "Mean |score delta| of ids in both the run and the baseline.",
-            sel("ragcanary_score_drift"),
+            latest("ragcanary_score_drift"),
             "{{target}}",
             unit=SCORE,
         ),
         stat(
             "Drifted pairs",
             "Share of (case, id) pairs whose score moved over the score_drift threshold.",
-            sel("ragcanary_score_drifted_ratio"),
+            latest("ragcanary_score_drifted_ratio"),
             "{{target}}",
             unit=RATIO,
         ),
         stat(
             "Top-1 score",
             "Mean score of the first hit.",
-            sel("ragcanary_top_score"),
+            latest("ragcanary_top_score"),
             "{{target}}",
             unit=SCORE,
         ),
         stat(
             "Regressed cases",
             "Canaries that scored worse than in the baseline.",
-            sel("ragcanary_regressed_cases"),
+            latest("ragcanary_regressed_cases"),
             "{{target}}",
             unit=COUNT,
         ),
         stat(
             "Verdict",
             "The verdict of the last answered run of each target.",
-            sel("ragcanary_regression"),
+            latest("ragcanary_regression"),
             "{{target}}",
             unit=COUNT,
             mappings=VERDICT_MAPPINGS,
@@ -704,7 +742,7 @@ def drift() -> Json:
         "bargauge",
         "Baseline delta now",
         "Each aggregate metric of the last answered run minus the baseline's.",
-        [query(sel("ragcanary_baseline_delta"), "{{target}} {{metric}}", instant=True)],
+        [query(latest("ragcanary_baseline_delta"), "{{target}} {{metric}}", instant=True)],
         unit={**DELTA, "min": -1, "max": 1},
         options={
             "displayMode": "basic",
@@ -722,14 +760,16 @@ def drift() -> Json:
         ),
     ]
     # The verdict fails a drop larger than max_drop (if beyond noise): drawn at -max_drop.
-    max_drop = query("-" + sel("ragcanary_threshold", ', name="max_drop"'), "{{target}} -max_drop")
+    max_drop = query(
+        "-" + fleet(sel("ragcanary_threshold", ', name="max_drop"')), "{{target}} -max_drop"
+    )
     deltas = [
         timeseries(
             title,
             "Aggregate metric of each run minus the baseline's; negative is worse. The dashed "
             "line is the suite's -max_drop.",
             [
-                query(sel("ragcanary_baseline_delta", ", " + matcher), "{{target}} {{metric}}"),
+                query(latest("ragcanary_baseline_delta", ", " + matcher), "{{target}} {{metric}}"),
                 max_drop,
             ],
             unit=DELTA,
@@ -746,13 +786,13 @@ def drift() -> Json:
                     "Score drift",
                     "Mean |score delta| vs the baseline; a jump with stable rankings points "
                     "at an embedding model or scoring change.",
-                    [query(sel("ragcanary_score_drift"), "{{target}}")],
+                    [query(latest("ragcanary_score_drift"), "{{target}}")],
                     unit=SCORE,
                 ),
                 timeseries(
                     "Drifted pairs",
                     "Share of (case, id) pairs whose score moved over the threshold.",
-                    [query(sel("ragcanary_score_drifted_ratio"), "{{target}}")],
+                    [query(latest("ragcanary_score_drifted_ratio"), "{{target}}")],
                     unit=RATIO,
                 ),
             ],
@@ -765,9 +805,9 @@ def drift() -> Json:
                     "Mean rank-biased overlap of the top-k vs the baseline; the dashed line is "
                     "the suite's min_rank_overlap.",
                     [
-                        query(sel("ragcanary_rank_overlap"), "{{target}}"),
+                        query(latest("ragcanary_rank_overlap"), "{{target}}"),
                         query(
-                            sel("ragcanary_threshold", ', name="min_rank_overlap"'),
+                            fleet(sel("ragcanary_threshold", ', name="min_rank_overlap"')),
                             "{{target}} min_rank_overlap",
                         ),
                     ],
@@ -777,7 +817,7 @@ def drift() -> Json:
                 timeseries(
                     "Top-1 score",
                     "Mean score of the first hit of the answered canaries.",
-                    [query(sel("ragcanary_top_score"), "{{target}}")],
+                    [query(latest("ragcanary_top_score"), "{{target}}")],
                     unit=SCORE,
                 ),
             ],
@@ -791,11 +831,11 @@ def drift() -> Json:
                     "with embedding:); above 0 the embedding endpoint serves another model. The "
                     "dashed line is the suite's embedding_drift threshold.",
                     [
-                        query(sel("ragcanary_embedding_drift"), "{{target}}"),
+                        query(latest("ragcanary_embedding_drift"), "{{target}}"),
                         query(
-                            sel("ragcanary_threshold", ', name="embedding_drift"')
+                            fleet(sel("ragcanary_threshold", ', name="embedding_drift"'))
                             + " and on (suite, target) "
-                            + sel("ragcanary_embedding_drift"),
+                            + latest("ragcanary_embedding_drift"),
                             "{{target}} embedding_drift",
                         ),
                     ],
@@ -806,7 +846,7 @@ def drift() -> Json:
                     "Query vectors moved",
                     "Share of canaries whose query vector moved (cosine < 0.999): a whole new "
                     "model moves all of them.",
-                    [query(sel("ragcanary_embedding_changed_ratio"), "{{target}}")],
+                    [query(latest("ragcanary_embedding_changed_ratio"), "{{target}}")],
                     unit=RATIO,
                 ),
             ],
@@ -819,7 +859,7 @@ def drift() -> Json:
                 timeseries(
                     "Regressed cases",
                     "Canaries worse than in the baseline; `ragcanary diff` lists them.",
-                    [query(sel("ragcanary_regressed_cases"), "{{target}}")],
+                    [query(latest("ragcanary_regressed_cases"), "{{target}}")],
                     unit=COUNT,
                 ),
             ],

@@ -102,10 +102,9 @@ def tokens(expr: str) -> list[str]:
     return _TOKEN.findall(expr)
 
 
-def selectors(expr: str) -> list[Selector]:
-    """The series selectors of ``expr``: identifiers that are no function, keyword or label list."""
-    toks = tokens(expr)
-    found: list[Selector] = []
+def _located_selectors(toks: list[str]) -> list[tuple[int, Selector]]:
+    """The series selectors among ``toks``, each with the index of its token."""
+    found: list[tuple[int, Selector]] = []
     i = 0
     while i < len(toks):
         tok, following = toks[i], toks[i + 1] if i + 1 < len(toks) else ""
@@ -113,16 +112,79 @@ def selectors(expr: str) -> list[Selector]:
             i = toks.index(")", i) + 1  # a label list, not metrics
             continue
         if tok.startswith("{") and not (i and _IDENTIFIER.fullmatch(toks[i - 1])):
-            found.append(Selector("", tok))  # a selector without a metric name
+            found.append((i, Selector("", tok)))  # a selector without a metric name
         elif (
             _IDENTIFIER.fullmatch(tok)
             and tok not in _KEYWORDS
             and following != "("
             and following not in _GROUPING
         ):
-            found.append(Selector(tok, following if following.startswith("{") else ""))
+            found.append((i, Selector(tok, following if following.startswith("{") else "")))
         i += 1
     return found
+
+
+def selectors(expr: str) -> list[Selector]:
+    """The series selectors of ``expr``: identifiers that are no function, keyword or label list."""
+    return [selector for _, selector in _located_selectors(tokens(expr))]
+
+
+def _filtering(toks: list[str]) -> set[int]:
+    """Indices of the tokens in a right operand of ``and`` or ``unless``, which only chooses
+    the series of the left one: its values are never shown."""
+    hidden: set[int] = set()
+    i = 0
+    while i < len(toks):
+        if toks[i] not in {"and", "unless"}:
+            i += 1
+            continue
+        depth, i = 0, i + 1
+        while i < len(toks):  # up to the end of the enclosing group, or an `or` beside it
+            if depth == 0 and toks[i] in {")", "or"}:
+                break
+            depth += {"(": 1, ")": -1}.get(toks[i], 0)
+            hidden.add(i)
+            i += 1
+    return hidden
+
+
+def shown_selectors(expr: str) -> list[Selector]:
+    """The selectors whose values ``expr`` shows: not those that only filter it."""
+    toks = tokens(expr)
+    hidden = _filtering(toks)
+    return [selector for i, selector in _located_selectors(toks) if i not in hidden]
+
+
+_AGGREGATIONS = {"sum", "min", "max", "avg", "count", "group", "stddev", "stdvar", "quantile"}
+
+
+def unmerged_selectors(expr: str) -> list[Selector]:
+    """The selectors of ``expr`` outside every aggregation that merges replicas (one whose
+    grouping drops ``instance``): their series would be drawn once per replica."""
+    toks = tokens(expr)
+    merging: list[bool] = []  # per open parenthesis: does it hold a merging aggregation's input?
+    pending: bool | None = None  # an aggregation's grouping seen, its input not opened yet
+    merged_at: dict[int, bool] = {}
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if tok in _AGGREGATIONS and i + 1 < len(toks) and toks[i + 1] in {"(", "by", "without"}:
+            pending = True
+            if toks[i + 1] in {"by", "without"}:
+                end = toks.index(")", i + 2)
+                labels = {t for t in toks[i + 3 : end] if t != ","}
+                drops = ("instance" in labels) == (toks[i + 1] == "without")
+                pending, i = drops, end
+            i += 1
+            continue
+        if tok == "(":
+            merging.append(bool(pending))
+            pending = None
+        elif tok == ")":
+            merging.pop()
+        merged_at[i] = any(merging)
+        i += 1
+    return [s for i, s in _located_selectors(toks) if not merged_at.get(i, False)]
 
 
 def all_queries() -> list[tuple[str, str, str]]:
@@ -260,6 +322,16 @@ def test_every_query_honours_the_suite_and_target_variables(
             )
 
 
+@pytest.mark.parametrize(("name", "title", "expr"), all_queries())
+def test_every_query_shows_one_series_per_pair_whatever_the_replicas(
+    name: str, title: str, expr: str
+) -> None:
+    """Replicas on one database each export every pair's gauges (issue 16): a series of a pair
+    is read through an aggregation that drops ``instance``, never drawn once per replica."""
+    per_pair = [s for s in unmerged_selectors(expr) if "suite" in EXPORTED.get(s.metric, set())]
+    assert not per_pair, f"{name} / {title}: {per_pair} shown once per replica"
+
+
 @pytest.mark.parametrize(("name", "title", "expr"), all_exprs())
 def test_every_range_is_the_rate_interval(name: str, title: str, expr: str) -> None:
     """Rates use ``$__rate_interval`` so they never fall between two scrapes."""
@@ -280,6 +352,11 @@ def test_the_selector_parser_sees_metrics_not_functions_or_labels() -> None:
         Selector("c", ""),
     ]
     assert selectors('{__name__="x"}') == [Selector("", '{__name__="x"}')]
+    filtered = "max without (instance) (a and ignoring (k) (b == c)) unless d or e"
+    assert shown_selectors(filtered) == [Selector("a", ""), Selector("e", "")]
+    merged = "sum by (suite) (a) + max without (instance, pod) (b) + max by (instance) (c) - d"
+    assert unmerged_selectors(merged) == [Selector("c", ""), Selector("d", "")]
+    assert unmerged_selectors("count(group by (suite) (a)) or time() - max(b) by (k)") == []
 
 
 def test_each_gauge_has_one_unit_across_dashboards() -> None:
@@ -290,7 +367,7 @@ def test_each_gauge_has_one_unit_across_dashboards() -> None:
             if p["type"] in {"table", "heatmap"}:
                 continue  # units per column or on the y axis
             for target in p["targets"]:
-                for s in selectors(target["expr"]):
+                for s in shown_selectors(target["expr"]):  # not a filter's timestamps
                     if not s.metric.endswith(("_total", "_bucket")) and s.metric in EXPORTED:
                         units[s.metric].add(p["fieldConfig"]["defaults"]["unit"])
     assert units, "no gauge found on any panel"
