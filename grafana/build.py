@@ -679,6 +679,14 @@ def suite() -> Json:
                     [query(latest("ragcanary_negative_leaks"), "{{target}}")],
                     unit=COUNT,
                 ),
+                timeseries(
+                    "Stale labels",
+                    "Relevant ids no canary got back in the suite's last stale_label_runs "
+                    "runs: deleted or re-chunked documents; `ragcanary validate --live` names "
+                    "them.",
+                    [query(latest("ragcanary_stale_labels"), "{{target}}")],
+                    unit=COUNT,
+                ),
             ],
         ),
     ]

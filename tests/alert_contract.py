@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 ALERTS = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "alerts.yml"
-# RagCanaryStaleLabels waits for its metric; RagCanaryDown and
+# RagCanaryDown and
 # RagCanaryQualitySlide come from issue 12 (one alert for a stopped daemon, a ticket tier).
 CONTRACT = {
     "RagCanaryRegression",
@@ -19,6 +19,7 @@ CONTRACT = {
     "RagCanaryHitRateDrop",
     "RagCanaryScoreDrift",
     "RagCanaryEmbeddingDrift",
+    "RagCanaryStaleLabels",
     "RagCanaryRankChurn",
     "RagCanaryNegativeLeak",
     "RagCanaryTargetUnavailable",

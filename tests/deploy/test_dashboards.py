@@ -62,6 +62,7 @@ def _exported_labels() -> dict[str, set[str]]:
                 "deltas": {"mrr": 0.0},
             },
             "cases": [{"id": "c", "scores": [0.5], "latency_s": 0.01}],
+            "stale_labels": [],
         }
     )
     labels: dict[str, set[str]] = defaultdict(set)

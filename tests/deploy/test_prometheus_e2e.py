@@ -120,6 +120,7 @@ def add_vector_suite(config: Path, retriever: str, embedder: str) -> None:
         "every": "1s",
         "k": [1, 3, 5, 10],
         "thresholds": {"hit_rate": {5: 0.6}},
+        "stale_label_runs": 2,  # so the stale labels panel has a value within seconds
     }
     config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
 

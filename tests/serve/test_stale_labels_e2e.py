@@ -37,6 +37,8 @@ def test_a_document_the_index_lost_becomes_a_stale_label_and_validate_live_names
         cases = [
             {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
         ]
+        # A hard canary: its document never comes back. A miss, not a label that went stale.
+        cases.append({"id": "hard", "query": QUERIES[0], "relevant": ["never-returned"]})
         (tmp_path / "core.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
         port = free_port()
         suite = {"cases": "core.yaml", "targets": ["vendor"], "every": "1s", "stale_label_runs": 3}

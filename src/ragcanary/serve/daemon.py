@@ -677,7 +677,7 @@ class Daemon:
                 "replica": self.replicas.replica_id,
             }
         if report["outcome"] != "unavailable":
-            report["stale_labels"] = await self._stale_labels(key, evaluation.run)
+            report["stale_labels"] = await self._stale_labels(key, evaluation.run, baseline)
         self.exporter.observe_run(report)
         self._shown[pair] = max(evaluation.run.started_at, self._shown.get(pair, EPOCH))
         saved = await self.keeper.save(report)
@@ -687,16 +687,26 @@ class Daemon:
         log_run(report)
         return report
 
-    async def _stale_labels(self, key: JobKey, run: RunResult) -> list[dict[str, str]] | None:
-        """The relevant ids no canary got back over the suite's last ``stale_label_runs``
-        answered runs, this one included; None until there are that many (or no storage)."""
+    async def _stale_labels(
+        self, key: JobKey, run: RunResult, baseline: RunResult | None
+    ) -> list[dict[str, str]] | None:
+        """The relevant ids the baseline run got back and no canary got back over the suite's
+        last ``stale_label_runs`` answered runs, this one included; None until there are that
+        many runs and a baseline (or without storage).
+
+        An id the target never returned is a canary it fails, not a label that went stale: a
+        hard canary of a healthy retriever must not open a ticket.
+        """
         window = self.loaded.config.suites[key.suite].stale_label_runs
+        if baseline is None:
+            return None
         found = await self.keeper.call(self.store.returned_ids, key.suite, key.target, window - 1)
         if found is None or found[0] < window - 1:
             return None
         returned = found[1] | {i for r in run.results for i in r.answer.ids}
+        alive_once = {i for r in baseline.results for i in r.answer.ids}
         stale = stale_labels(self.loaded.suites[key.suite].cases, returned)
-        return [{"case": label.case, "id": label.id} for label in stale]
+        return [{"case": lb.case, "id": lb.id} for lb in stale if lb.id in alive_once]
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); the next run compares with it."""
