@@ -7,6 +7,7 @@ collection holds the same vectors, so each query's nearest document is known.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -25,6 +26,8 @@ from retrievers import EmbeddingServer, toy_vector
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
+from ragcanary.config.model import TargetConfig
+from ragcanary.probe.presets import make_target
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMENSIONS = 8
@@ -241,3 +244,30 @@ def test_validate_live_exits_3_when_chroma_is_down(tmp_path: Path) -> None:
         result = _validate_live(_config(tmp_path, closed, embedder.url, "docs"))
     assert result.exit_code == 3, result.output
     assert "kb: unreachable (connect_error" in result.output
+
+
+def test_a_deleted_document_is_reported_missing(chroma: str, tmp_path: Path) -> None:
+    collection = _collection(chroma, "gone")
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        config = _config(tmp_path, chroma, embedder.url, "gone")
+        assert "left the index" not in _validate_live(config).output
+        httpx.post(
+            f"{chroma}{API}/{collection}/delete", json={"ids": ["chunk-1-0"]}
+        ).raise_for_status()
+        result = _validate_live(config)
+    assert result.exit_code == 0, result.output  # a ticket, not a config error
+    assert result.output.count("left the index") == 1
+    assert "  left the index: case q1: doc-1\n" in result.output
+
+    async def missing(id_path: str, ids: list[str]) -> set[str] | None:
+        given = {"preset": "chroma", "url": chroma, "collection": "gone", "embedding": "toy"}
+        async with httpx.AsyncClient() as client:
+            target = make_target("kb", TargetConfig(**given, id=id_path), client)
+            return await target.missing(ids)
+
+    # By Chroma's own record ids, and by a metadata field.
+    assert asyncio.run(missing("id", ["chunk-0-0", "chunk-1-0", "never"])) == {
+        "chunk-1-0",
+        "never",
+    }
+    assert asyncio.run(missing("metadata.doc_id", ["doc-0", "doc-1", "doc-0-other-1"])) == {"doc-1"}

@@ -417,3 +417,88 @@ def test_a_connection_error_is_retried_and_a_literal_password_stays_hidden() -> 
     assert sent.startswith("SQL on postgresql://reader@127.0.0.1:")
     assert "password=***" in sent
     assert secret not in sent + answer.error
+
+
+def _missing(config: TargetConfig, ids: list[str]) -> set[str] | None:
+    async def ask() -> set[str] | None:
+        target = PgvectorTarget("kb", config)
+        try:
+            return await target.missing(ids)
+        finally:
+            await target.aclose()
+
+    return asyncio.run(ask())
+
+
+def test_a_deleted_document_is_reported_missing(postgres: Postgres, tmp_path: Path) -> None:
+    _table(postgres, "docs_gone")
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        config = _config(tmp_path, postgres.dsn(), embedder.url, table="docs_gone")
+        assert "left the index" not in _validate_live(config).output
+        postgres.sql("DELETE FROM docs_gone WHERE chunk_id = 'chunk-1-0'")
+        # A row without a vector is one no search returns: as good as gone.
+        postgres.sql("UPDATE docs_gone SET embedding = NULL WHERE chunk_id = 'chunk-2-0'")
+        result = _validate_live(config)
+    assert result.exit_code == 0, result.output  # a ticket, not a config error
+    assert result.output.count("left the index") == 2
+    assert "  left the index: case q1: doc-1\n" in result.output
+    assert "  left the index: case q2: doc-2\n" in result.output
+
+    target = TargetConfig(
+        preset="pgvector",
+        dsn=postgres.dsn(PASSWORD),
+        table="docs_gone",
+        id_column="doc_id",
+        vector_column="embedding",
+        embedding="toy",
+        retries=0,
+    )
+    assert _missing(target, ["doc-0", "doc-1", "doc-2", "never"]) == {"doc-1", "doc-2", "never"}
+    # Within where: only what the canary can see is held.
+    scoped = target.model_copy(update={"where": "tenant = 'globex'"})
+    assert _missing(scoped, ["doc-0", "doc-3-other-1"]) == {"doc-0"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "rows", "ids", "missing"),
+    [
+        ("bigint", ["1", "2"], ["1", "2", "3", "01", "x"], {"3", "01", "x"}),
+        (
+            "uuid",
+            ["8d2f9a1e-2b4c-4f6e-9a0b-1c2d3e4f5a6b"],
+            ["8d2f9a1e-2b4c-4f6e-9a0b-1c2d3e4f5a6b", "8D2F9A1E-2B4C-4F6E-9A0B-1C2D3E4F5A6B"],
+            {"8D2F9A1E-2B4C-4F6E-9A0B-1C2D3E4F5A6B"},  # the search prints lower case
+        ),
+        ("numeric", ["1.5", "2"], ["1.5", "2", "3"], {"3"}),
+    ],
+)
+def test_ids_are_looked_up_as_the_id_column_types_them(
+    postgres: Postgres, kind: str, rows: list[str], ids: list[str], missing: set[str]
+) -> None:
+    table = f"typed_{kind}"
+    postgres.sql(f"CREATE TABLE {table} (id {kind} PRIMARY KEY, embedding vector(3))")
+    for row in rows:
+        postgres.sql(f"INSERT INTO {table} VALUES (%(id)s, '[1,2,3]')", {"id": row})
+    config = TargetConfig(
+        preset="pgvector",
+        dsn=postgres.dsn(PASSWORD),
+        table=table,
+        id_column="id",
+        vector_column="embedding",
+        embedding="toy",
+        retries=0,
+    )
+    assert _missing(config, ids) == missing
+
+
+def test_a_stopped_server_cannot_tell() -> None:
+    config = TargetConfig(
+        preset="pgvector",
+        dsn=f"postgresql://reader:pw@127.0.0.1:{_free_port()}/app",
+        table="docs",
+        id_column="doc_id",
+        vector_column="embedding",
+        embedding="toy",
+        retries=0,
+    )
+    assert _missing(config, ["doc-0"]) is None

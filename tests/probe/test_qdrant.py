@@ -153,3 +153,99 @@ async def test_a_missing_collection_names_the_ones_that_exist() -> None:
         got = await target.search("q", 5, VECTOR)
     assert got.outcome == "http_4xx"
     assert "collection 'docs' not found; set collection: to one of handbook" in (got.error or "")
+
+
+UUID = "5c56c793-69f3-4fbf-87e6-c4bf54c28c26"
+
+
+def _looking_up(
+    posts: dict[str, list[httpx.Response]], **fields: Any
+) -> tuple[Any, Any, list[Any]]:
+    """A target on a fine collection whose POSTs to a path get ``posts[path]`` in turn."""
+    seen: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        seen.append((request.method, request.url.path, body))
+        if request.method == "GET":
+            return httpx.Response(200, json=_info({"size": 3, "distance": "Cosine"}))
+        return posts[request.url.path].pop(0)
+
+    config = TargetConfig(
+        **(
+            {
+                "preset": "qdrant",
+                "url": "http://qdrant.test:6333",
+                "collection": "docs",
+                "embedding": "minilm",
+                "retries": 0,
+            }
+            | fields
+        )
+    )
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return make_target("qd", config, client), client, seen
+
+
+async def test_missing_retrieves_point_ids_and_reports_those_not_held() -> None:
+    held = {"result": [{"id": 7, "payload": None, "vector": None}, {"id": UUID}], "status": "ok"}
+    points = {"/collections/docs/points": [httpx.Response(200, json=held)]}
+    target, client, seen = _looking_up(points)
+    async with client:
+        got = await target.missing(["7", UUID, "8", "guide-1", "07"])
+    # Only unsigned integers and UUIDs can be point ids: the others cannot be held.
+    assert got == {"8", "guide-1", "07"}
+    assert seen[-1] == (
+        "POST",
+        "/collections/docs/points",
+        {"ids": [7, 8, UUID], "with_payload": False, "with_vector": False},
+    )
+
+
+async def test_missing_scrolls_a_payload_filter_asking_again_only_for_ids_not_seen() -> None:
+    chunks = [
+        {"id": 1, "payload": {"doc_id": "guide-1"}},
+        {"id": 2, "payload": {"doc_id": "guide-1"}},
+    ]
+    first = {"result": {"points": chunks, "next_page_offset": 3}}
+    last = {"result": {"points": [{"id": 9, "payload": {"doc_id": 42}}], "next_page_offset": None}}
+    scroll = "/collections/docs/points/scroll"
+    pages = {scroll: [httpx.Response(200, json=first), httpx.Response(200, json=last)]}
+    target, client, seen = _looking_up(pages, id="payload.doc_id")
+    async with client:
+        got = await target.missing(["guide-1", "42", "gone"])
+    assert got == {"gone"}
+    # A payload id may be stored as a keyword or an integer; the second page asks only for
+    # the ids the first did not show.
+    asked = [body for method, _, body in seen if method == "POST"]
+    assert [[c["match"]["any"] for c in body["filter"]["should"]] for body in asked] == [
+        [["42", "gone", "guide-1"], [42]],
+        [["42", "gone"], [42]],
+    ]
+    assert asked[1] | {"filter": None} == {
+        "filter": None,
+        "limit": 1000,
+        "with_payload": ["doc_id"],
+        "with_vector": False,
+    }
+
+
+async def test_missing_cannot_tell_when_qdrant_fails_and_keeps_the_canary_shown() -> None:
+    posts = {
+        "/collections/docs/points/query": [httpx.Response(200, json=POINTS)],
+        "/collections/docs/points": [httpx.Response(500, text="boom")],
+    }
+    target, client, _ = _looking_up(posts)
+    async with client:
+        await target.search("q", 5, VECTOR)
+        shown = target.describe_last_request()
+        assert await target.missing(["7"]) is None
+    assert target.describe_last_request() == shown
+    assert "/points/query" in shown
+
+
+async def test_an_id_read_from_elsewhere_in_the_point_cannot_be_looked_up() -> None:
+    target, client, seen = _looking_up({}, id="version")
+    async with client:
+        assert await target.missing(["7"]) is None
+    assert seen == []

@@ -131,3 +131,84 @@ def test_a_search_engine_config_says_what_is_missing(fields: dict[str, Any], say
             **({"preset": "elasticsearch", "url": "http://es:9200", "collection": "docs"} | fields)
         )
     assert says in str(raised.value)
+
+
+def _routed(preset: str, routes: dict[str, Any], **fields: Any) -> tuple[Any, Any, list[Any]]:
+    """A target whose server answers each ``METHOD path`` with ``routes[...]`` (a JSON body)."""
+    seen: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        seen.append((request.method, str(request.url), body))
+        return httpx.Response(200, json=routes[f"{request.method} {request.url.path}"])
+
+    config = TargetConfig(
+        **(
+            {"preset": preset, "url": "https://search.test:9200/", "collection": "docs"}
+            | {"text_field": "content"}
+            | fields
+        )
+    )
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return make_target("es", config, client), client, seen
+
+
+@pytest.mark.parametrize("preset", ["elasticsearch", "opensearch"])
+async def test_missing_asks_mget_for_the_ids_without_their_source(preset: str) -> None:
+    docs = {
+        "docs": [
+            {"_index": "docs", "_id": "a1", "_version": 1, "found": True},
+            {"_index": "docs", "_id": "gone", "found": False},
+        ]
+    }
+    target, client, seen = _routed(preset, {"POST /docs/_mget": docs})
+    async with client:
+        got = await target.missing(["a1", "gone"])
+    assert got == {"gone"}
+    assert seen == [
+        ("POST", "https://search.test:9200/docs/_mget?_source=false", {"ids": ["a1", "gone"]})
+    ]
+
+
+async def test_missing_cannot_tell_when_a_shard_failed_to_answer_mget() -> None:
+    docs = {"docs": [{"_index": "docs", "_id": "a1", "error": {"type": "shard_failure"}}]}
+    target, client, _ = _routed("elasticsearch", {"POST /docs/_mget": docs})
+    async with client:
+        assert await target.missing(["a1"]) is None
+
+
+def _mapping(spec: dict[str, Any]) -> dict[str, Any]:
+    """The field mapping API's answer for ``doc_id`` in the index docs."""
+    field = {"full_name": "doc_id", "mapping": {"doc_id": spec}}
+    return {"docs": {"mappings": {"doc_id": field}}}
+
+
+async def test_missing_finds_a_source_id_with_a_terms_query_on_its_keyword_field() -> None:
+    text_and_keyword = {
+        "type": "text",
+        "fields": {"keyword": {"type": "keyword", "ignore_above": 8}},
+    }
+    hits = {"hits": {"hits": [{"_id": "c1", "_score": 1.0, "_source": {"doc_id": "guide-1"}}]}}
+    routes = {
+        "GET /docs/_mapping/field/doc_id": _mapping(text_and_keyword),
+        "POST /docs/_search": hits,
+    }
+    target, client, seen = _routed("opensearch", routes, id="_source.doc_id")
+    async with client:
+        got = await target.missing(["guide-1", "guide-2", "a-very-long-id"])
+    # Values longer than ignore_above are not indexed: a terms query cannot tell of them.
+    assert got == {"guide-2"}
+    assert seen[1][2] == {
+        "size": 1000,
+        "_source": ["doc_id"],
+        "track_total_hits": False,
+        "query": {"terms": {"doc_id.keyword": ["guide-1", "guide-2"]}},
+    }
+
+
+async def test_missing_cannot_tell_of_a_source_id_in_a_text_field() -> None:
+    routes = {"GET /docs/_mapping/field/doc_id": _mapping({"type": "text"})}
+    target, client, seen = _routed("elasticsearch", routes, id="_source.doc_id")
+    async with client:
+        assert await target.missing(["guide-1"]) is None
+    assert len(seen) == 1  # no terms query on words

@@ -193,3 +193,73 @@ async def test_a_refused_token_names_the_header() -> None:
         "HTTP 401 Unauthorized: vespa error 14 (Unauthorized): Token is not valid; Vespa Cloud "
         'takes a data-plane token as headers: {Authorization: "Bearer ${VESPA_TOKEN}"}'
     )
+
+
+def _documents(
+    held: dict[str, str], sleep: Any = _no_sleep, **fields: Any
+) -> tuple[VespaTarget, httpx.AsyncClient, list[str]]:
+    """A target whose /document/v1 holds ``held`` (path -> document id); ``seen`` the URLs."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        path = request.url.raw_path.decode().split("?")[0]
+        if path in held:
+            document = {"pathId": path, "id": held[path], "fields": {}}
+            return httpx.Response(200, json=document)
+        return httpx.Response(404, json={"pathId": path, "id": "id:docs:doc::?"})
+
+    given = {"preset": "vespa", "url": "https://app.vespa.test", "retries": 0} | fields
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return VespaTarget("vs", TargetConfig(**given), client, sleep=sleep), client, seen
+
+
+async def test_missing_gets_each_document_by_the_namespace_and_type_in_its_id() -> None:
+    held = {
+        "/document/v1/docs/doc/docid/guide-1": "id:docs:doc::guide-1",
+        "/document/v1/docs/doc/number/7/a%2Fb": "id:docs:doc:n=7:a/b",
+    }
+    target, client, seen = _documents(held, text_field="title")
+    async with client:
+        got = await target.missing(
+            ["id:docs:doc::guide-1", "id:docs:doc::gone", "id:docs:doc:n=7:a/b", "index:x/0/1"]
+        )
+    assert got == {"id:docs:doc::gone"}
+    assert seen == [  # an index:... hit id is no document id: it cannot be looked up
+        "https://app.vespa.test/document/v1/docs/doc/docid/guide-1?fieldSet=%5Bid%5D",
+        "https://app.vespa.test/document/v1/docs/doc/docid/gone?fieldSet=%5Bid%5D",
+        "https://app.vespa.test/document/v1/docs/doc/number/7/a%2Fb?fieldSet=%5Bid%5D",
+    ]
+
+
+async def test_a_404_that_is_not_the_document_apis_cannot_tell() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, text="<html>Not Found</html>")
+
+    config = TargetConfig(preset="vespa", url="https://app.vespa.test", text_field="title")
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    async with client:
+        target = VespaTarget("vs", config, client, sleep=_no_sleep)
+        assert await target.missing(["id:docs:doc::guide-1"]) is None
+
+
+async def test_a_summary_field_id_cannot_be_looked_up() -> None:
+    target, client, seen = _documents({}, id="fields.doc_id", text_field="title")
+    async with client:
+        assert await target.missing(["g-1"]) is None
+    assert seen == []
+
+
+async def test_lookups_keep_to_the_rate_limit() -> None:
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+
+    target, client, _ = _documents({}, sleep, text_field="title", rate_limit="4/s")
+    async with client:
+        assert await target.missing(["id:docs:doc::a", "id:docs:doc::b"]) == {
+            "id:docs:doc::a",
+            "id:docs:doc::b",
+        }
+    assert pauses == [0.25, 0.25]

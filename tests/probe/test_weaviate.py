@@ -276,3 +276,47 @@ async def test_an_unknown_class_without_a_list_of_classes(
     async with client:
         got = await target.search("q", 3)
     assert got.error == says
+
+
+async def test_missing_filters_on_the_object_id_with_contains_any() -> None:
+    answer = _objects({"_additional": {"id": UUID_1, "distance": None, "score": None}})
+    target, client, seen = _target(
+        {"/v1/graphql": httpx.Response(200, json=answer)}, embedding="minilm"
+    )
+    async with client:
+        got = await target.missing([UUID_1, UUID_2, "not-a-uuid"])
+    assert got == {UUID_2, "not-a-uuid"}  # an object id is a UUID: any other cannot be one
+    assert seen[0][2]["query"] == (
+        f'{{ Get {{ Article(limit: 2, where: {{path: ["id"], operator: ContainsAny, '
+        f'valueText: ["{UUID_1}", "{UUID_2}"]}}) {{ _additional {{ id }} }} }} }}'
+    )
+
+
+async def test_missing_filters_on_a_property_id_and_reads_its_values() -> None:
+    answer = _objects(
+        {"doc_id": "guide-1", "_additional": {"id": UUID_1}},
+        {"doc_id": "guide-1", "_additional": {"id": UUID_2}},
+    )
+    target, client, seen = _target(
+        {"/v1/graphql": httpx.Response(200, json=answer)}, embedding="minilm", id="doc_id"
+    )
+    async with client:
+        got = await target.missing(["guide-1", 'say "hi"'])
+    assert got == {'say "hi"'}
+    assert seen[0][2]["query"] == (
+        '{ Get { Article(limit: 1000, where: {path: ["doc_id"], operator: ContainsAny, '
+        'valueText: ["guide-1", "say \\"hi\\""]}) { doc_id _additional { id } } } }'
+    )
+
+
+async def test_missing_cannot_tell_of_a_graphql_error_or_a_nested_property() -> None:
+    error = {"errors": [{"message": 'Cannot query field "doc_id" on type "Article".'}]}
+    target, client, _ = _target(
+        {"/v1/graphql": httpx.Response(200, json=error)}, embedding="minilm", id="doc_id"
+    )
+    async with client:
+        assert await target.missing(["guide-1"]) is None
+    target, client, seen = _target({}, embedding="minilm", id="meta.doc_id")
+    async with client:
+        assert await target.missing(["guide-1"]) is None
+    assert seen == []

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+from rich.console import Console
+
 from ragcanary.reports.diff import diff_reports
+from ragcanary.reports.table import render_diff
 
 
 def _report(run_id: str, cases: list[dict[str, Any]], hit: float) -> dict[str, Any]:
@@ -67,3 +71,58 @@ def test_cases_added_or_removed_between_runs_are_named() -> None:
     after = _report("r2", [_case("new", ["a"], [0.9], 1.0)], 1.0)
     diff = diff_reports(before, after)
     assert (diff["added"], diff["removed"], diff["cases"]) == (["new"], ["old"], [])
+
+
+def test_an_id_that_left_is_marked_as_gone_from_the_index_or_not_returned() -> None:
+    before = _report(
+        "r1",
+        [
+            _case("deleted", ["gone", "b"], [0.9, 0.8], 1.0),
+            _case("unseen", ["faded", "c"], [0.9, 0.8], 1.0),
+            _case("moved", ["kept", "d"], [0.9, 0.8], 1.0),
+        ],
+        1.0,
+    )
+    after = _report(
+        "r2",
+        [
+            _case("deleted", ["b", "e"], [0.8, 0.7], 0.0),
+            _case("unseen", ["c", "f"], [0.8, 0.7], 0.0),
+            _case("moved", ["d", "g"], [0.8, 0.7], 0.0),
+        ],
+        0.0,
+    )
+    after["stale_labels"] = [
+        {"case": "unseen", "id": "faded", "reason": "not_returned"},
+        {"case": "deleted", "id": "gone", "reason": "missing"},
+        {"case": "other", "id": "faded"},  # a report of before the reasons: not returned
+    ]
+    diff = diff_reports(before, after)
+    left = {c["id"]: c["left"][0] for c in diff["cases"]}
+    assert (left["deleted"]["stale"], left["unseen"]["stale"], left["moved"]["stale"]) == (
+        "missing",
+        "not_returned",
+        None,
+    )
+    shown = _rendered(diff)
+    assert "gone† (#1 0.900)" in shown
+    assert "faded‡ (#1 0.900)" in shown
+    assert "kept (#1 0.900)" in shown
+    title = " ".join(shown.split())  # the legend wraps at the table's width
+    assert "★ relevant; † left the index; ‡ no canary gets it back)" in title
+
+
+def test_without_stale_labels_the_diff_marks_nothing() -> None:
+    before = _report("r1", [_case("c", ["a", "b"], [0.9, 0.8], 1.0)], 1.0)
+    after = _report("r2", [_case("c", ["b", "e"], [0.8, 0.7], 0.0)], 0.0)
+    diff = diff_reports(before, after)
+    assert "stale" not in diff["cases"][0]["left"][0]  # the run could not tell
+    assert "†" not in _rendered(diff)
+    after["stale_labels"] = [{"case": "c", "id": "a", "reason": "missing"}]
+    assert diff_reports(before, after)["cases"][0]["left"][0]["stale"] == "missing"
+
+
+def _rendered(diff: dict[str, Any]) -> str:
+    console = Console(width=300, record=True, file=io.StringIO())
+    console.print(render_diff(diff))
+    return console.export_text()

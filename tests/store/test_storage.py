@@ -840,7 +840,10 @@ def test_latest_runs_give_the_newest_run_and_the_newest_answered_behind_an_outag
     store.save_run(make_report("down", NOW, outcome="unavailable"))
     store.save_run(make_report("elsewhere", NOW, target="other"))
     latest = store.latest_runs([("core", "search"), ("core", "other"), ("core", "never")])
-    assert latest == {("core", "search"): ["down", "answered"], ("core", "other"): ["elsewhere"]}
+    assert latest == {
+        ("core", "search"): [("down", NOW), ("answered", NOW - timedelta(minutes=1))],
+        ("core", "other"): [("elsewhere", NOW)],
+    }
 
 
 def test_prune_deletes_claims_older_than_the_runs_kept(store: Store, store_url: str) -> None:
@@ -902,3 +905,21 @@ def test_a_run_whose_tick_another_replica_took_over_is_not_stored(postgres_url: 
         store.save_run({**make_report("late-run"), "claim": claim})
         assert [r["run_id"] for r in store.list_runs()] == ["rerun"]
         assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == []
+
+
+def test_a_run_made_while_storage_was_down_claims_its_tick_when_stored(
+    postgres_url: str,
+) -> None:
+    """The first replica of a job runs its ticks through a database outage unclaimed; storing
+    such a run claims the tick, unless another replica claimed it meanwhile."""
+    with Store.from_url(postgres_url) as store:
+        store.migrate()
+        tick = NOW.isoformat()
+        unclaimed = {"job": "core/search", "tick": tick, "replica": "cut", "claimed": False}
+        store.save_run({**make_report("during-outage"), "claim": unclaimed})
+        assert not store.claim("core/search", NOW, "other", "r-other")  # the tick is taken
+        store.save_run({**make_report("twin", NOW), "claim": {**unclaimed, "replica": "b"}})
+        assert store.claim("core/search", NOW + timedelta(seconds=1), "other", "r-next")
+        late = {**unclaimed, "tick": (NOW + timedelta(seconds=1)).isoformat()}
+        store.save_run({**make_report("late"), "claim": late})
+        assert [r["run_id"] for r in store.list_runs()] == ["during-outage"]

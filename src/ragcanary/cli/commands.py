@@ -221,6 +221,9 @@ def run_demo(
     with BackgroundServer(port=port, mode=mode) as retriever:
         path = write_demo_config(workdir, retriever.port, listen, every)
         loaded = load_config(path, {})
+        api = f"http://{_browsable(loaded.config.listen)}"
+        if not once:
+            console.print(f"open {api}/ui/ in a browser: what regressed, and why", soft_wrap=True)
         console.print(
             f"demo retriever: {retriever.url} (mode [bold]{mode}[/]); config: {path}",
             soft_wrap=True,
@@ -228,16 +231,16 @@ def run_demo(
         if once:
             reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
             return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
-        api = f"http://{loaded.config.listen}"
         cli = _runnable_cli()
         console.print(
             f"""ragcanary is watching it every {every}:
+  web pages   {api}/ui/
   metrics     {api}/metrics
   runs        {api}/api/v1/runs?suite=demo&target=demo-bm25
   API docs    {api}/docs
 Switch the retriever into an incident while it runs (drop-docs, shift-scores, shuffle, down):
   curl -X POST {retriever.url}/mode -H 'content-type: application/json' -d '{{"mode": "drop-docs"}}'
-Then see what changed:
+Then see what changed: {api}/ui/ or
   {cli} diff -c {path} --suite demo --target demo-bm25
   curl -s {api}/metrics | grep -E 'ragcanary_(hit_rate|regression|rank_overlap|score_drift)'
 Ctrl-C stops the demo.""",
@@ -273,6 +276,14 @@ suites:
       hit_rate: {{5: 0.6}}
       max_drop: 0.02
 """
+
+
+def _browsable(listen: str) -> str:
+    """HOST:PORT a browser on this machine opens for ``listen`` (a wildcard host is not one)."""
+    host, _, port = listen.rpartition(":")
+    if host in ("0.0.0.0", "[::]", ""):
+        host = "127.0.0.1"
+    return f"{host}:{port}"
 
 
 def _runnable_cli() -> str:
@@ -570,6 +581,10 @@ async def check_live(loaded: LoadedConfig, console: Console) -> int:
         for rank, (doc_id, score) in enumerate(zip(answer.ids[:3], answer.scores, strict=False)):
             shown = "-" if score is None else f"{score:.4g}"
             console.print(f"  {rank + 1}. {doc_id}  {shown}", markup=False, highlight=False)
+        # A label whose document left the index is a ticket, not a config error: no exit code.
+        for label in check.left_index or ():
+            line = f"  left the index: case {label.case}: {label.id}"
+            console.print(line, markup=False, highlight=False)
     _print_stale_labels(loaded, console)
     if "config" in verdicts:
         return 2
@@ -597,13 +612,14 @@ def _print_stale_labels(loaded: LoadedConfig, console: Console) -> None:
                 if not labels:
                     continue
                 console.print(
-                    f"{suite} on {target}: {len(labels)} stale labels, relevant ids no canary "
-                    f"got back in the last {cfg.stale_label_runs} runs:",
+                    f"{suite} on {target}: {len(labels)} stale labels in the newest stored run:",
                     markup=False,
                     highlight=False,
                 )
+                unseen = f"no canary got it back in the last {cfg.stale_label_runs} runs"
                 for label in labels:
-                    line = f"  case {label.get('case')}: {label.get('id')}"
+                    why = "left the index" if label.get("reason") == "missing" else unseen
+                    line = f"  case {label.get('case')}: {label.get('id')} ({why})"
                     console.print(line, markup=False, highlight=False)
     except StorageError:
         pass

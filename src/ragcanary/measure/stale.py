@@ -1,30 +1,50 @@
-"""Stale labels: relevant ids the target no longer returns for any canary.
+"""Stale labels: relevant ids the target no longer returns for any canary, or no longer holds.
 
 A label goes stale when its document was deleted, renamed or re-chunked under a new id (a
 data migration): the canary that expects it then fails for a reason that has nothing to do
 with retrieval quality. An id still returned for *some* canary is alive, even if it left
-the top-k of its own; one returned for none over many runs is most likely gone.
+the top-k of its own; one returned for none over many runs is most likely gone
+(``not_returned``). Where the target can look ids up, one its index does not hold is gone
+for certain, at once (``missing``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
+from typing import Literal
 
 from ragcanary.suites.suite import Case
+
+Reason = Literal["not_returned", "missing"]
 
 
 @dataclass(frozen=True, order=True)
 class StaleLabel:
     case: str
     id: str
+    reason: Reason = "not_returned"
 
 
-def stale_labels(cases: Iterable[Case], returned: Set[str]) -> list[StaleLabel]:
-    """Every (case, relevant id) whose id is not in ``returned``, in case order."""
-    return [
-        StaleLabel(case.id, doc)
-        for case in cases
-        for doc, grade in (case.relevant or {}).items()
-        if grade > 0 and doc not in returned
-    ]
+def relevant_ids(cases: Iterable[Case]) -> list[str]:
+    """Every id some case judges relevant (grade above 0), once each, sorted."""
+    return sorted(
+        {doc for case in cases for doc, grade in (case.relevant or {}).items() if grade > 0}
+    )
+
+
+def stale_labels(
+    cases: Iterable[Case], returned: Set[str] | None, missing: Set[str] = frozenset()
+) -> list[StaleLabel]:
+    """Every (case, relevant id) whose id is ``missing`` from the index, or not in
+    ``returned`` (None: too few runs to tell), in case order; missing wins."""
+    labels = []
+    for case in cases:
+        for doc, grade in (case.relevant or {}).items():
+            if grade <= 0:
+                continue
+            if doc in missing:
+                labels.append(StaleLabel(case.id, doc, "missing"))
+            elif returned is not None and doc not in returned:
+                labels.append(StaleLabel(case.id, doc))
+    return labels

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragcanary.measure.results import Answer
+from ragcanary.measure.stale import StaleLabel, relevant_ids, stale_labels
 from ragcanary.probe.embedding import open_embedder
-from ragcanary.probe.presets import make_target
+from ragcanary.probe.presets import PresetTarget, make_target
 from ragcanary.probe.target import TRANSIENT, make_client
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
@@ -25,6 +26,9 @@ class LiveCheck:
     request: str
     answer: Answer
     verdict: Verdict
+    # Relevant ids of the suites on this target that its index no longer holds; None when
+    # the target cannot tell (or did not answer the canary).
+    left_index: tuple[StaleLabel, ...] | None = None
 
 
 def first_query(loaded: LoadedConfig, target: str) -> str | None:
@@ -59,8 +63,27 @@ async def check_target(loaded: LoadedConfig, name: str, query: str) -> LiveCheck
         stack.push_async_callback(target.aclose)
         answer = await target.search(query, depth, vector)
         request = target.describe_last_request()
+        left = await left_the_index(loaded, name, target) if answer.answered else None
     if answer.answered:
         verdict = "ok"
     else:
         verdict = "unreachable" if answer.outcome in TRANSIENT else "config"
-    return LiveCheck(name, query, request, answer, verdict)
+    return LiveCheck(name, query, request, answer, verdict, left)
+
+
+async def left_the_index(
+    loaded: LoadedConfig, name: str, target: PresetTarget
+) -> tuple[StaleLabel, ...] | None:
+    """The (case, id) labels of every suite on target ``name`` whose id its index does not
+    hold, in suite and case order; None when the target cannot tell."""
+    cases = [
+        case
+        for suite, config in loaded.config.suites.items()
+        if name in config.targets and suite in loaded.suites
+        for case in loaded.suites[suite].cases
+    ]
+    ids = relevant_ids(cases)
+    missing = await target.missing(ids) if ids else set()
+    if missing is None:
+        return None
+    return tuple(dict.fromkeys(stale_labels(cases, None, missing)))

@@ -14,7 +14,7 @@ import random
 import re
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, Protocol
@@ -216,7 +216,8 @@ class HttpTarget:
     on the config) fixes what its API decides of the config (method, results, id and score
     paths), ``_setup`` reads its own settings, and
     ``_request`` (with ``_results``, the hit list of an answer) speaks its API;
-    ``_error_message`` and ``AUTH_HINT`` make its refusals say what to fix.
+    ``_error_message`` and ``AUTH_HINT`` make its refusals say what to fix; ``_missing``
+    looks relevant ids up in the index (stale labels).
     """
 
     SHAPE: ClassVar[Mapping[str, Any]] = {}
@@ -273,6 +274,48 @@ class HttpTarget:
     async def aclose(self) -> None:
         """Nothing to release: the client belongs to whoever passed it in."""
 
+    async def missing(self, ids: Sequence[str]) -> set[str] | None:
+        """The ids of ``ids`` the index no longer holds; None when this target cannot tell.
+
+        Never raises: any failure is "cannot tell". A preset that can look ids up does so in
+        ``_missing``; the generic target cannot. The canary's request stays the one shown.
+        """
+        sent = self.last_request
+        try:
+            return await self._missing(list(dict.fromkeys(ids)))
+        except Exception:  # a lookup that failed, or a bug in one, says nothing of the labels
+            return None
+        finally:
+            self.last_request = sent
+
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """A preset's lookup of ``ids``; may raise ``QueryFailed``. None: cannot tell."""
+        return None
+
+    async def _ask(self, request: httpx.Request, accept: Container[int] = ()) -> tuple[int, Any]:
+        """The status and JSON answer of one lookup, retried like a query; ``QueryFailed`` else.
+
+        Lookups go one at a time, never faster than ``rate_limit``; a status in ``accept`` is
+        an answer (a 404 that says what is not there).
+        """
+        attempt = 0
+        while True:
+            if self._config.rate_limit:
+                await self._sleep(1.0 / self._config.rate_limit)
+            try:
+                status, body = await self._respond(request, accept)
+                break
+            except QueryFailed as failure:
+                attempt += 1
+                if failure.outcome not in TRANSIENT or attempt > self._config.retries:
+                    raise
+                await self._sleep(self._retry_delay(attempt - 1, failure))
+        try:
+            return status, json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            reason = f"response is not JSON: {_preview(body, self._redact)}"
+            raise QueryFailed("bad_response", reason) from exc
+
     def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
         """What the preset's API fixes of ``config``; ``SHAPE`` unless it depends on it."""
         return self.SHAPE
@@ -317,6 +360,12 @@ class HttpTarget:
 
     async def _exchange(self, request: httpx.Request) -> bytes:
         """Send ``request`` and read its whole body; raises ``QueryFailed`` for every failure."""
+        return (await self._respond(request))[1]
+
+    async def _respond(
+        self, request: httpx.Request, accept: Container[int] = ()
+    ) -> tuple[int, bytes]:
+        """``_exchange``, with the status; a status in ``accept`` is read like a 2xx answer."""
         self.last_request = (request.method, str(request.url), request.content or None)
         timeout = self._config.timeout
         hide = self._redact
@@ -328,7 +377,8 @@ class HttpTarget:
                 response = await self._send(request)
                 received = True
                 try:
-                    await self._check_status(response)
+                    if response.status_code not in accept:
+                        await self._check_status(response)
                     body = await read_capped(response, self._config.max_response_bytes)
                 finally:
                     await response.aclose()
@@ -350,7 +400,7 @@ class HttpTarget:
             # A bug or an unforeseen library error must still end as an outcome, not a crash.
             outcome: Outcome = "bad_response" if received else "connect_error"
             raise QueryFailed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
-        return body
+        return response.status_code, body
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, following redirects within its origin (or anywhere, headers dropped).

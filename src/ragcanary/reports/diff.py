@@ -92,7 +92,9 @@ def diff_reports(
 
     ``k`` bounds the entered/left comparison (default: the longest list either run returned).
     Cases present in only one run are listed by id under ``added``/``removed``. ``relevant``
-    (case id -> its relevant ids) marks each id that entered or left with ``relevant``.
+    (case id -> its relevant ids) marks each id that entered or left with ``relevant``; an
+    id that left is marked ``stale``: ``missing`` (left the index), ``not_returned`` or None,
+    when the newer run knew its stale labels.
     """
     old = {c["id"]: c for c in before.get("cases") or []}
     new = {c["id"]: c for c in after.get("cases") or []}
@@ -106,14 +108,19 @@ def diff_reports(
             ids = relevant.get(case["id"], ())
             _mark(case["entered"], ids)
             _mark(case["left"], ids)
-    # An id that left and that no canary got back for the suite's stale_label_runs most likely
-    # left the index (deleted, re-chunked), not only this canary's top-k.
+    # An id that left and is a stale label did not only leave this canary's top-k: the index
+    # no longer holds it ("missing"), or no canary got it back for the suite's
+    # stale_label_runs ("not_returned": most likely deleted or re-chunked). None: neither.
     stale = after.get("stale_labels")
-    if isinstance(stale, list):  # the run knew (enough runs stored before it)
-        gone = {str(s.get("id")) for s in stale if isinstance(s, Mapping)}
+    if isinstance(stale, list):  # the run knew (enough runs, or an index lookup)
+        gone: dict[str, str] = {}
+        for label in (s for s in stale if isinstance(s, Mapping)):
+            doc = str(label.get("id"))
+            if gone.get(doc) != "missing":  # one case's label says so: the id left the index
+                gone[doc] = "missing" if label.get("reason") == "missing" else "not_returned"
         for case in changed:
             for entry in case["left"]:
-                entry["stale"] = entry["id"] in gone
+                entry["stale"] = gone.get(entry["id"])
     return {
         "suite": after.get("suite"),
         "target": after.get("target"),

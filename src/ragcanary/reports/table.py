@@ -180,7 +180,7 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
         parts.append(metrics)
     cases = Table(
         title=f"changed cases ({len(diff['cases'])}, worst first; {diff['unchanged']} "
-        f"unchanged; ★ relevant{_STALE_LEGEND if _any_stale(diff) else ''})",
+        f"unchanged; ★ relevant{_stale_legend(diff)})",
         title_justify="left",
     )
     for col in ("case", "worst change", "left the top-k", "entered the top-k", "RBO", "top Δ"):
@@ -204,18 +204,26 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
     return Group(*parts)
 
 
-_STALE_LEGEND = "; † left the index: no canary gets it back"
+# How a stale label that left the top-k is marked, and what the mark means.
+_STALE_MARKS = {
+    "missing": ("†", "left the index"),
+    "not_returned": ("‡", "no canary gets it back"),
+}
 
 
-def _any_stale(diff: Mapping[str, Any]) -> bool:
-    return any(e.get("stale") for case in diff["cases"] for e in case["left"])
+def _stale_legend(diff: Mapping[str, Any]) -> str:
+    """The meaning of each stale mark the table shows, in the table's title."""
+    shown = {e.get("stale") for case in diff["cases"] for e in case["left"]}
+    return "".join(
+        f"; {mark} {text}" for kind, (mark, text) in _STALE_MARKS.items() if kind in shown
+    )
 
 
 def _entry(entry: Mapping[str, Any]) -> str:
     score = f" {entry['score']:.3f}" if isinstance(entry.get("score"), float) else ""
     star = "★" if entry.get("relevant") else ""
-    dagger = "†" if entry.get("stale") else ""
-    return f"{star}{entry['id']}{dagger} (#{entry['rank']}{score})"
+    mark, _ = _STALE_MARKS.get(str(entry.get("stale")), ("", ""))
+    return f"{star}{entry['id']}{mark} (#{entry['rank']}{score})"
 
 
 def _run_lines(label: str, run: Mapping[str, Any]) -> list[Text]:

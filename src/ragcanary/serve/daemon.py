@@ -9,7 +9,7 @@ import random
 import signal
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,14 +27,17 @@ from ragcanary.config.schedule import build_trigger
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
 from ragcanary.measure.results import RunResult
-from ragcanary.measure.stale import stale_labels
+from ragcanary.measure.stale import relevant_ids, stale_labels
 from ragcanary.probe.cycle import run_cycle
+from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
+from ragcanary.redact import Redactor
 from ragcanary.reports.report import failure_kinds, run_from_report, to_report
 from ragcanary.serve.config_export import config_hash, interval_seconds, verdict_thresholds
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
+from ragcanary.serve.index_checks import IndexChecks
 from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.serve.replicas import (
@@ -75,6 +78,7 @@ class Claim:
     job: str
     tick: datetime
     run_id: str
+    claimed: bool = True  # False: run while storage was down, claimed when it is stored
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class Daemon:
         grace_s: float = 20.0,
         rng: random.Random | None = None,
         client_factory: Callable[..., httpx.AsyncClient] = make_client,
+        index_checks: IndexChecks | None = None,
     ) -> None:
         self.config_file = config_file
         self.environ = environ
@@ -174,6 +179,8 @@ class Daemon:
         )
         self._intake_task: asyncio.Task[None] | None = None
         self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
+        # Which relevant ids each pair's index no longer holds, asked now and then.
+        self.index_checks = index_checks or IndexChecks()
         self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
@@ -644,7 +651,14 @@ class Daemon:
             if self._stopping:
                 return None  # a stopping replica leaves the tick to the others
         claim = Claim(key.id, tick, uuid.uuid4().hex)
-        return claim if await self.replicas.claim(key.id, tick, claim.run_id) else None
+        if await self.replicas.claim(key.id, tick, claim.run_id):
+            return claim
+        if self.keeper.down and turn == 0:
+            # Storage is out of reach: the first in the job's order runs the tick anyway and
+            # claims it when its run is stored, so a database outage does not stop the
+            # schedule; a run whose tick another replica claimed meanwhile is not stored.
+            return replace(claim, claimed=False)
+        return None
 
     async def run_now(self, key: JobKey, *, claim: Claim | None = None) -> dict[str, Any]:
         """One cycle of ``key``: run, judge against its baseline, export, store, log.
@@ -675,6 +689,7 @@ class Daemon:
                 "job": claim.job,
                 "tick": claim.tick.isoformat(),
                 "replica": self.replicas.replica_id,
+                "claimed": claim.claimed,
             }
         if report["outcome"] != "unavailable":
             report["stale_labels"] = await self._stale_labels(key, evaluation.run, baseline)
@@ -691,22 +706,57 @@ class Daemon:
         self, key: JobKey, run: RunResult, baseline: RunResult | None
     ) -> list[dict[str, str]] | None:
         """The relevant ids the baseline run got back and no canary got back over the suite's
-        last ``stale_label_runs`` answered runs, this one included; None until there are that
-        many runs and a baseline (or without storage).
+        last ``stale_label_runs`` answered runs, this one included (``reason: not_returned``),
+        and those the target's index no longer holds (``missing``, at once); None when
+        neither can be told: fewer runs or no baseline (or no storage), and no index lookup.
 
         An id the target never returned is a canary it fails, not a label that went stale: a
         hard canary of a healthy retriever must not open a ticket.
         """
         window = self.loaded.config.suites[key.suite].stale_label_runs
-        if baseline is None:
+        missing = await self._left_the_index(key)
+        returned = None
+        if baseline is not None:
+            found = await self.keeper.call(
+                self.store.returned_ids, key.suite, key.target, window - 1
+            )
+            if found is not None and found[0] >= window - 1:
+                returned = found[1] | {i for r in run.results for i in r.answer.ids}
+        if returned is None and missing is None:
             return None
-        found = await self.keeper.call(self.store.returned_ids, key.suite, key.target, window - 1)
-        if found is None or found[0] < window - 1:
-            return None
-        returned = found[1] | {i for r in run.results for i in r.answer.ids}
-        alive_once = {i for r in baseline.results for i in r.answer.ids}
-        stale = stale_labels(self.loaded.suites[key.suite].cases, returned)
-        return [{"case": lb.case, "id": lb.id} for lb in stale if lb.id in alive_once]
+        alive_once = {i for r in baseline.results for i in r.answer.ids} if baseline else set()
+        stale = stale_labels(self.loaded.suites[key.suite].cases, returned, missing or set())
+        return [
+            {"case": lb.case, "id": lb.id, "reason": lb.reason}
+            for lb in stale
+            if lb.reason == "missing" or lb.id in alive_once
+        ]
+
+    async def _left_the_index(self, key: JobKey) -> frozenset[str] | None:
+        """The suite's relevant ids the target's index no longer holds; None when it cannot
+        tell. Asked at most once per ``stale_label_runs`` runs or an hour (``IndexChecks``),
+        on the target's client and within its concurrency."""
+        loaded = self.loaded
+        ids = relevant_ids(loaded.suites[key.suite].cases)
+        config = loaded.config.targets[key.target]
+        pair = (key.suite, key.target)
+        question = (tuple(ids), config)
+        runs = loaded.config.suites[key.suite].stale_label_runs
+        if not self.index_checks.due(pair, question, runs):
+            return self.index_checks.last(pair)
+        missing = None
+        try:
+            redact = Redactor(loaded.secrets)
+            target = make_target(key.target, config, self._client(key.target), redact)
+            try:
+                async with self._gate(key.target).slots:
+                    missing = await target.missing(ids)
+            finally:
+                await target.aclose()
+        except Exception:  # the run is stored whatever the lookup did
+            log.exception("index lookup failed", suite=key.suite, target=key.target)
+        self.index_checks.remember(pair, question, missing)
+        return self.index_checks.last(pair)
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); the next run compares with it."""

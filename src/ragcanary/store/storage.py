@@ -654,7 +654,11 @@ def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
 
 
 def _taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
-    """Whether the tick ``report``'s run claimed now belongs to another run."""
+    """Whether the tick ``report``'s run claimed now belongs to another run.
+
+    A run made while storage was down (``claimed`` false) claims its tick here, in the
+    transaction that stores it: when another replica claimed the tick meanwhile, it is out.
+    """
     claim = report.get("claim")
     if not isinstance(claim, Mapping) or conn.dialect.name != "postgresql":
         return False
@@ -662,6 +666,22 @@ def _taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
         tick = datetime.fromisoformat(str(claim.get("tick")))
     except ValueError:
         return False
+    if claim.get("claimed") is False:
+        row = {
+            "job": claim.get("job"),
+            "tick": tick,
+            "replica_id": str(claim.get("replica")),
+            "run_id": report.get("run_id"),
+            "claimed_at": tick,
+        }
+        taken = conn.execute(
+            postgresql.insert(claims)
+            .values(row)
+            .on_conflict_do_nothing(index_elements=["job", "tick"])
+            .returning(claims.c.job)
+        ).first()
+        if taken is not None:
+            return False
     owner = conn.execute(
         select(claims.c.run_id).where(claims.c.job == claim.get("job"), claims.c.tick == tick)
     ).scalar_one_or_none()

@@ -3,12 +3,13 @@
 Each preset is an ``HttpTarget`` that builds the database's native query from the canary's
 vector and turns the database's answer into ranked hits; timeouts, retries, size caps,
 redirect rules and redaction are ``HttpTarget``'s. pgvector, which speaks SQL, is its own
-``PgvectorTarget``; both are a ``PresetTarget``.
+``PgvectorTarget``; both are a ``PresetTarget``. A preset that can fetch records by id also
+says which relevant ids its index no longer holds (``missing``; ``lookup.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import httpx
@@ -27,10 +28,17 @@ from ragcanary.probe.target import HttpTarget, Target
 
 
 class PresetTarget(Target, Protocol):
-    """A target made from its config: it also shows its last request and releases what it holds."""
+    """A target made from its config: it also shows its last request, looks ids up in its
+    index, and releases what it holds."""
 
     def describe_last_request(self) -> str:
         """The last request as `validate --live` prints it, secrets masked."""
+        ...
+
+    async def missing(self, ids: Sequence[str]) -> set[str] | None:
+        """The ids of ``ids`` the index does not hold; None when this target cannot tell
+        (the generic http target, an ``id:`` its API cannot look up, a failed lookup).
+        Never raises."""
         ...
 
     async def aclose(self) -> None:

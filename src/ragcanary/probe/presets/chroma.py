@@ -15,6 +15,13 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.collection import CollectionTarget
+from ragcanary.probe.presets.lookup import (
+    PAGE,
+    held_by_filter,
+    integers,
+    missing_in_batches,
+    scalar,
+)
 from ragcanary.probe.target import QueryFailed
 
 
@@ -54,6 +61,28 @@ class ChromaTarget(CollectionTarget):
         }
         return self._post(f"{self._collections_url}/{self._found}/query", body)
 
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """``POST .../collections/{id}/get`` by ``ids``, or with a ``where`` on the metadata."""
+        field = self._config.id.removeprefix("metadata.")
+        if self._config.id != "id" and (field == self._config.id or "." in field):
+            return None  # Chroma's metadata is flat: only metadata.X can be filtered on
+        url = f"{self._collections_url}/{await self._look_up_once()}/get"
+
+        async def held(batch: list[str]) -> set[str]:
+            _, got = await self._ask(self._post(url, {"ids": batch, "include": []}))
+            return {str(i) for i in _column(got, "ids")}
+
+        async def page(batch: list[str]) -> tuple[set[str], bool]:
+            body = {"where": _any_of(field, batch), "include": ["metadatas"], "limit": PAGE}
+            _, got = await self._ask(self._post(url, body))
+            rows = _column(got, "metadatas")
+            values = (scalar(self._id({"metadata": row})) for row in rows)
+            return {v for v in values if v is not None}, len(rows) < PAGE
+
+        if self._config.id == "id":
+            return await missing_in_batches(ids, held)
+        return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
+
 
 def _hits(document: Any) -> list[dict[str, Any]]:
     """Chroma's columns for the one query vector, zipped into hits."""
@@ -77,3 +106,18 @@ def _hits(document: Any) -> list[dict[str, Any]]:
 
 def _first(column: Any) -> Any:
     return column[0] if isinstance(column, list) and column else None
+
+
+def _column(document: Any, key: str) -> list[Any]:
+    """One column of a ``get`` answer (``ids``, ``metadatas``): one entry per record."""
+    column = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(column, list):
+        raise QueryFailed("bad_response", f"chroma's get answered without {key}")
+    return column
+
+
+def _any_of(field: str, ids: list[str]) -> dict[str, Any]:
+    """A ``where`` matching ``field`` equal to one of ``ids``, as text or as an integer."""
+    numbers = integers(ids)
+    where: dict[str, Any] = {field: {"$in": ids}}
+    return {"$or": [where, {field: {"$in": numbers}}]} if numbers else where

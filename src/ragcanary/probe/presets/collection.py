@@ -37,9 +37,7 @@ class CollectionTarget(HttpTarget):
             reason = f"the {self._config.preset} preset queries by vector: set embedding:"
             return Answer((), (), 0.0, "bad_response", reason)
         try:
-            async with self._looking:
-                if self._found is None:
-                    self._found = await self._lookup()
+            await self._look_up_once()
         except QueryFailed as failure:
             reason = self._redact(failure.reason)
             return Answer((), (), self._clock() - started, failure.outcome, reason)
@@ -47,6 +45,13 @@ class CollectionTarget(HttpTarget):
         if answer.outcome == "http_4xx":
             self._found = None  # recreated under the same name: look it up again
         return answer
+
+    async def _look_up_once(self) -> Any:
+        """What the lookup learned, looked up first if not yet; raises ``QueryFailed``."""
+        async with self._looking:
+            if self._found is None:
+                self._found = await self._lookup()
+            return self._found
 
     async def _lookup(self) -> Any:
         raise NotImplementedError

@@ -19,6 +19,7 @@ Failures are the outcomes HTTP targets have; psycopg and SQLAlchemy errors stop 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import random
@@ -30,10 +31,13 @@ from typing import Any
 
 import sqlalchemy
 from sqlalchemy import (
+    BigInteger,
     Connection,
     Engine,
     Float,
     Select,
+    Text,
+    any_,
     bindparam,
     cast,
     column,
@@ -44,12 +48,14 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects.postgresql import psycopg
+from sqlalchemy.dialects.postgresql import ARRAY, psycopg
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.types import UserDefinedType
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.config.sql import DSN_EXAMPLE
 from ragcanary.measure.results import Answer
+from ragcanary.probe.presets.lookup import BATCH, integers, uuids
 from ragcanary.probe.target import (
     MAX_ID_LENGTH,
     TRANSIENT,
@@ -61,6 +67,8 @@ from ragcanary.redact import Redactor
 
 OPERATORS = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
 VECTOR_TYPES = ("vector", "halfvec")  # pgvector's dense types: the query is cast to the column's
+INTEGER_TYPES = ("int2", "int4", "int8")  # id columns whose ids are bound as integers
+TEXT_TYPES = ("text", "varchar", "name", "citext")  # and those compared with text as they are
 SHOWN_NAMES = 20  # tables or columns a "not found" lists at most
 MIN_CONNECT_TIMEOUT_S = 2  # libpq reads 1 as 2 and 0 as no deadline at all
 KEEPALIVES = {
@@ -130,6 +138,7 @@ class _Layout:
     kind: str  # vector or halfvec
     dimensions: int | None  # None when the column takes vectors of any size
     statement: Select[Any]
+    id_kind: str = "text"  # the id column's type: how relevant ids are looked up
 
 
 def make_engine(config: TargetConfig) -> Engine:
@@ -259,16 +268,42 @@ class PgvectorTarget:
         if self._owns_engine and self._engine is not None:
             await asyncio.to_thread(self._engine.dispose)
 
+    async def missing(self, ids: Sequence[str]) -> set[str] | None:
+        """The ids of ``ids`` that no row the search can return holds (a row without a
+        vector, or outside ``where``, is none); None when that cannot be told. Never raises."""
+        wanted = list(dict.fromkeys(ids))
+        held: set[str] = set()
+        try:
+            for start in range(0, len(wanted), BATCH):
+                batch = wanted[start : start + BATCH]
+                for attempt in range(self._config.retries + 1):
+                    try:
+                        rows = await self._call(functools.partial(self._held, ids=batch))
+                        break
+                    except QueryFailed as failure:
+                        if failure.outcome not in TRANSIENT or attempt == self._config.retries:
+                            raise
+                        await self._sleep(backoff_delay(attempt, self._jitter()))
+                held |= {str(raw_id) for (raw_id,) in rows}
+        except Exception:  # a lookup that failed, or a bug in one, says nothing of the labels
+            return None
+        return set(wanted) - held
+
     async def _attempt(self, vector: list[float], k: int) -> _Ranked:
-        """One query in a worker thread; raises ``QueryFailed`` for every kind of failure."""
+        """One query; raises ``QueryFailed`` for every kind of failure."""
+        self._sent = (vector, k)
+        return self._ranked(await self._call(lambda conn: self._ask(conn, vector, k)))
+
+    async def _call(self, ask: Callable[[Connection], list[Any]]) -> list[Any]:
+        """``ask`` in a worker thread, on a connection in a READ ONLY transaction with the
+        deadline; raises ``QueryFailed`` for every kind of failure."""
         if self._unusable is not None or self._engine is None:
             raise QueryFailed("bad_response", self._unusable or "no engine")
-        self._sent = (vector, k)
         timeout = self._config.timeout
         try:
             # The deadline covers waiting for a pooled connection, connecting and the query;
             # statement_timeout stops the query in the server too.
-            work = asyncio.ensure_future(asyncio.to_thread(self._ask, self._engine, vector, k))
+            work = asyncio.ensure_future(asyncio.to_thread(self._connected, self._engine, ask))
             self._running.add(work)
             work.add_done_callback(self._running.discard)
             async with asyncio.timeout(timeout):
@@ -286,18 +321,39 @@ class PgvectorTarget:
             # A bug or an unforeseen library error must still end as an outcome, not a crash.
             reason = f"unexpected error: {type(exc).__name__}: {_first_line(exc)}"
             raise QueryFailed("bad_response", reason) from exc
-        return self._ranked(rows)
+        return rows
 
-    def _ask(self, engine: Engine, vector: list[float], k: int) -> list[Any]:
-        """One READ ONLY transaction: its deadline, the catalog (once), the nearest rows."""
+    def _connected(self, engine: Engine, ask: Callable[[Connection], list[Any]]) -> list[Any]:
+        """``ask`` in one READ ONLY transaction, after setting its deadline."""
         with engine.connect() as conn:
             # A bound parameter: SET cannot take one, set_config can. Local to the transaction.
             conn.execute(_SET_TIMEOUT, {"ms": str(math.ceil(self._config.timeout * 1000))})
-            layout = self._layout or self._look_up(conn)
-            self._layout = layout
-            if layout.dimensions is not None and layout.dimensions != len(vector):
-                raise QueryFailed("bad_response", self._wrong_dimension(layout, len(vector)))
-            return list(conn.execute(layout.statement, {"vector": vector, "k": k}))
+            return ask(conn)
+
+    def _ask(self, conn: Connection, vector: list[float], k: int) -> list[Any]:
+        """The catalog (once), then the rows nearest ``vector``."""
+        layout = self._layout or self._look_up(conn)
+        self._layout = layout
+        if layout.dimensions is not None and layout.dimensions != len(vector):
+            raise QueryFailed("bad_response", self._wrong_dimension(layout, len(vector)))
+        return list(conn.execute(layout.statement, {"vector": vector, "k": k}))
+
+    def _held(self, conn: Connection, ids: list[str]) -> list[Any]:
+        """The catalog (once), then the ids of ``ids`` that rows the search sees hold:
+        ``WHERE id = ANY(:ids)``, the ids bound as the id column's type."""
+        layout = self._layout or self._look_up(conn)
+        self._layout = layout
+        id_column: Any = self._table.c[self._id_column]
+        array, values = _id_array(layout.id_kind, ids)
+        if not values:
+            return []
+        if layout.id_kind not in (*TEXT_TYPES, *INTEGER_TYPES, "uuid"):
+            id_column = cast(id_column, Text)  # compared as the search prints it
+        statement = select(id_column).where(id_column == any_(cast(bindparam("ids"), array)))
+        statement = statement.where(self._table.c[self._vector_column].is_not(None))
+        if self._config.where is not None:
+            statement = statement.where(literal_column(f"({self._config.where})"))
+        return list(conn.execute(statement, {"ids": values}))
 
     def _look_up(self, conn: Connection) -> _Layout:
         """The vector column's type and size; ``QueryFailed`` naming what exists instead."""
@@ -338,7 +394,7 @@ class PgvectorTarget:
         kind, size = found
         # pgvector keeps a column's dimensions as its type modifier; -1 when it has none.
         dimensions = int(size) if size and int(size) > 0 else None
-        return _Layout(kind, dimensions, self._statement(kind))
+        return _Layout(kind, dimensions, self._statement(kind), columns[id_column][0])
 
     def _statement(self, kind: str) -> Select[Any]:
         """SELECT id, distance ... ORDER BY distance LIMIT :k, the vector cast to ``kind``."""
@@ -414,6 +470,16 @@ class PgvectorTarget:
             ids.append(self._redact(doc_id))
             scores.append(float(distance))
         return tuple(ids), tuple(scores)
+
+
+def _id_array(kind: str, ids: list[str]) -> tuple[ARRAY[Any], list[Any]]:
+    """The array type ``:ids`` is cast to for an id column of type ``kind``, and the ids a
+    column of that type can hold (``7`` for an integer column, a UUID for a uuid one)."""
+    if kind in INTEGER_TYPES:
+        return ARRAY(BigInteger), [i for i in integers(ids) if -(2**63) <= i < 2**63]
+    if kind == "uuid":
+        return ARRAY(PG_UUID(as_uuid=False)), uuids(ids)
+    return ARRAY(Text), ids
 
 
 def _connection_failure(message: str, timeout: float) -> QueryFailed:

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from ragcanary.config.model import TargetConfig
+from ragcanary.probe.presets.lookup import missing_in_batches
 from ragcanary.probe.target import HttpTarget, QueryFailed
 
 API_VERSION = "2025-04"
@@ -59,6 +60,31 @@ class PineconeTarget(HttpTarget):
             headers=self._headers,
             timeout=httpx.Timeout(self._config.timeout),
         )
+
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """``GET /vectors/fetch?ids=...`` of the namespace; ids in metadata cannot be fetched."""
+        if self._field is not None:
+            return None  # fetch_by_metadata is a preview API of later versions than ours
+        # Fetch takes no id with a space, and no record has one.
+        return await missing_in_batches([i for i in ids if " " not in i], self._held)
+
+    async def _held(self, batch: list[str]) -> set[str]:
+        """Which of ``batch`` the namespace holds (fetch answers only those)."""
+        params: dict[str, str | list[str]] = {"ids": batch}
+        if self._namespace:
+            params["namespace"] = self._namespace
+        request = self._client.build_request(
+            "GET",
+            f"{self._base}/vectors/fetch",
+            params=params,
+            headers=self._headers,
+            timeout=httpx.Timeout(self._config.timeout),
+        )
+        _, got = await self._ask(request)
+        vectors = got.get("vectors") if isinstance(got, dict) else None
+        if not isinstance(vectors, dict):
+            raise QueryFailed("bad_response", "pinecone's fetch answered without vectors")
+        return {str(doc_id) for doc_id in vectors}
 
 
 def _hits(document: Any) -> list[dict[str, Any]]:

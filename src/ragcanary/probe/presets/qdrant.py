@@ -15,6 +15,16 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.collection import CollectionTarget
+from ragcanary.probe.presets.lookup import (
+    BATCH,
+    MAX_UINT64,
+    PAGE,
+    held_by_filter,
+    integers,
+    missing_in_batches,
+    scalar,
+    uuids,
+)
 from ragcanary.probe.target import QueryFailed
 
 DISTANCE_SCORE_ORDER = {"Cosine": "desc", "Dot": "desc", "Euclid": "asc", "Manhattan": "asc"}
@@ -85,3 +95,54 @@ class QdrantTarget(CollectionTarget):
         if self._config.using is not None:
             body["using"] = self._config.using
         return self._post(f"{self._url}/points/query", body)
+
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """``POST /collections/{c}/points`` by point id, or a scroll filtered on the payload."""
+        if self._config.id != "id" and self._payload is False:
+            return None  # an id: read from elsewhere in the point cannot be looked up
+        await self._look_up_once()
+        if self._payload is False:
+            # A point id is an unsigned integer or a UUID; any other id cannot be one.
+            keys: list[int | str] = [i for i in integers(ids) if 0 <= i <= MAX_UINT64]
+            keys += uuids(ids)
+            return set(ids) - await self._held_points(keys)
+        assert isinstance(self._payload, list)  # [the payload field], False above
+        field = self._payload[0]
+
+        async def page(batch: list[str]) -> tuple[set[str], bool]:
+            body = {
+                "filter": _any_of(field, batch),
+                "limit": PAGE,
+                "with_payload": [field],
+                "with_vector": False,
+            }
+            _, got = await self._ask(self._post(f"{self._url}/points/scroll", body))
+            result = got.get("result") if isinstance(got, dict) else None
+            points = result.get("points") if isinstance(result, dict) else None
+            if not isinstance(result, dict) or not isinstance(points, list):
+                raise QueryFailed("bad_response", "qdrant's scroll answered without points")
+            values = (scalar(self._id(point)) for point in points)
+            return {v for v in values if v is not None}, result.get("next_page_offset") is None
+
+        return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
+
+    async def _held_points(self, keys: list[int | str]) -> set[str]:
+        """Which of the point ids ``keys`` the collection holds, as the search prints them."""
+        held: set[str] = set()
+        for start in range(0, len(keys), BATCH):
+            body = {"ids": keys[start : start + BATCH], "with_payload": False, "with_vector": False}
+            _, got = await self._ask(self._post(f"{self._url}/points", body))
+            points = got.get("result") if isinstance(got, dict) else None
+            if not isinstance(points, list):
+                raise QueryFailed("bad_response", "qdrant's retrieve answered without result")
+            held |= {str(p["id"]) for p in points if isinstance(p, dict) and "id" in p}
+        return held
+
+
+def _any_of(field: str, ids: list[str]) -> dict[str, Any]:
+    """A filter on ``field`` equal to one of ``ids``, as keywords or as integers."""
+    conditions = [{"key": field, "match": {"any": ids}}]
+    numbers = integers(ids)
+    if numbers:
+        conditions.append({"key": field, "match": {"any": numbers}})
+    return {"should": conditions}

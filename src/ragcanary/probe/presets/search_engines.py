@@ -15,11 +15,14 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
-from ragcanary.probe.target import HttpTarget
+from ragcanary.probe.presets.lookup import PAGE, held_by_filter, missing_in_batches, scalar
+from ragcanary.probe.target import HttpTarget, QueryFailed
 
 # kNN candidates per shard: ten times k, as the engines' guides suggest, within their limit.
 CANDIDATES_PER_K = 10
 MAX_CANDIDATES = 10_000
+# Fields whose whole value a terms query matches (text is split into words first).
+KEYWORD_TYPES = ("keyword", "constant_keyword", "wildcard")
 
 
 class SearchEngineTarget(HttpTarget):
@@ -38,7 +41,8 @@ class SearchEngineTarget(HttpTarget):
     def _setup(self, config: TargetConfig) -> None:
         id_path = self._config.id
         assert config.collection is not None  # the config model requires the index
-        self._url = f"{config.url.rstrip('/')}/{quote(config.collection, safe='')}/_search"
+        self._index = f"{config.url.rstrip('/')}/{quote(config.collection, safe='')}"
+        self._url = f"{self._index}/_search"
         source = id_path.removeprefix("_source.")
         self._source: bool | list[str] = [source] if source != id_path else False
 
@@ -50,13 +54,75 @@ class SearchEngineTarget(HttpTarget):
         return await super().search(query, k, vector)
 
     def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
+        return self._build("POST", self._url, self._body(query, k, vector))
+
+    def _build(self, method: str, url: str, body: Any = None) -> httpx.Request:
+        timeout = httpx.Timeout(self._config.timeout)
         return self._client.build_request(
-            "POST",
-            self._url,
-            json=self._body(query, k, vector),
-            headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
+            method, url, json=body, headers=self._headers, timeout=timeout
         )
+
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """``_mget`` by ``_id``, or a ``terms`` query on the keyword field of ``_source.X``."""
+        if self._config.id == "_id":
+            return await missing_in_batches(ids, self._held_ids)
+        if self._source is False:
+            return None  # an id: read from elsewhere in the hit cannot be looked up
+        assert isinstance(self._source, list)  # [the source field], False above
+        exact = await self._exact_field(self._source[0])
+        if exact is None:
+            return None
+        field, longest = exact
+        # Longer values are not indexed (ignore_above): a terms query cannot find them.
+        ids = [i for i in ids if longest is None or len(i) <= longest]
+
+        async def page(batch: list[str]) -> tuple[set[str], bool]:
+            body = {
+                "size": PAGE,
+                "_source": self._source,
+                "track_total_hits": False,
+                "query": {"terms": {field: batch}},
+            }
+            _, got = await self._ask(self._build("POST", self._url, body))
+            hits = self._results(got)
+            if not isinstance(hits, list):
+                raise QueryFailed("bad_response", "the terms query answered no hits.hits")
+            values = (scalar(self._id(hit)) for hit in hits)
+            return {v for v in values if v is not None}, len(hits) < PAGE
+
+        return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
+
+    async def _held_ids(self, batch: list[str]) -> set[str]:
+        """Which of the ``_id``s ``batch`` the index holds; a document _mget could not read
+        (a failed shard) makes the whole answer unusable."""
+        _, got = await self._ask(
+            self._build("POST", f"{self._index}/_mget?_source=false", {"ids": batch})
+        )
+        docs = got.get("docs") if isinstance(got, dict) else None
+        if not isinstance(docs, list):
+            raise QueryFailed("bad_response", "_mget answered without docs")
+        held = set()
+        for doc in docs:
+            if not isinstance(doc, dict) or "error" in doc:
+                raise QueryFailed("bad_response", "_mget could not read every document")
+            if doc.get("found") is True:
+                held.add(str(doc.get("_id")))
+        return held
+
+    async def _exact_field(self, path: str) -> tuple[str, int | None] | None:
+        """The field a ``terms`` query matches ``path``'s whole value on, in every index,
+        and the longest value it indexes; None when there is none (a text field, say)."""
+        url = f"{self._index}/_mapping/field/{quote(path, safe='')}"
+        _, got = await self._ask(self._build("GET", url))
+        leaf = path.rpartition(".")[2]
+        found = set()
+        for index in got.values() if isinstance(got, dict) else ():
+            try:
+                spec = index["mappings"][path]["mapping"][leaf]
+            except (KeyError, TypeError):
+                return None  # not mapped in this index: its values cannot be searched
+            found.add(_keyword(path, spec))
+        return found.pop() if len(found) == 1 else None
 
     def _body(self, query: str, k: int, vector: Sequence[float] | None) -> dict[str, Any]:
         config = self._config
@@ -74,3 +140,17 @@ class SearchEngineTarget(HttpTarget):
                 "num_candidates": candidates,
             }
         return body
+
+
+def _keyword(path: str, spec: Any) -> tuple[str, int | None] | None:
+    """``path`` itself when it is a keyword field, else its keyword sub-field, if any."""
+    if not isinstance(spec, dict):
+        return None
+    if spec.get("type") in KEYWORD_TYPES:
+        return path, spec.get("ignore_above")
+    if spec.get("type") != "text" or not isinstance(spec.get("fields"), dict):
+        return None
+    for name, sub in sorted(spec["fields"].items()):
+        if isinstance(sub, dict) and sub.get("type") in KEYWORD_TYPES:
+            return f"{path}.{name}", sub.get("ignore_above")
+    return None

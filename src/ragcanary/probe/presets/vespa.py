@@ -5,13 +5,15 @@ vector goes as ``input.query(q)``; without, it is ``userQuery()`` with the canar
 ``query`` parameter, never inside the YQL. Hits are ``root.children[]``: ``id`` is Vespa's
 (``id:namespace:doctype::docid``, the default here), ``id: fields.doc_id`` reads a summary
 field, and ``relevance`` is higher for better hits. Errors come as ``root.errors``: with an
-HTTP error status when nothing was found, and in a 200 beside the hits that were.
+HTTP error status when nothing was found, and in a 200 beside the hits that were. Relevant
+ids are looked up one by one in ``/document/v1``, whose path Vespa's own id spells out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import httpx
 
@@ -38,7 +40,8 @@ class VespaTarget(HttpTarget):
 
     def _setup(self, config: TargetConfig) -> None:
         self._results = self._hits
-        self._url = f"{config.url.rstrip('/')}/search/"
+        self._base = config.url.rstrip("/")
+        self._url = f"{self._base}/search/"
         # Checked names (config/presets.py): safe to write into the YQL.
         self._from = f"select * from sources {config.collection or '*'} where"
 
@@ -74,6 +77,32 @@ class VespaTarget(HttpTarget):
             timeout=httpx.Timeout(config.timeout),
         )
 
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """``GET /document/v1/{namespace}/{doctype}/docid/{id}`` per id, read from Vespa's own
+        ``id:namespace:doctype::docid``; a summary field (``fields.X``) cannot be looked up."""
+        if self._config.id != "id":
+            return None
+        missing = set()
+        for doc_id in ids:
+            path = _document_path(doc_id)
+            if path is None:
+                continue  # not a document id (an index:... hit id): cannot tell
+            request = self._client.build_request(
+                "GET",
+                f"{self._base}/document/v1/{path}",
+                params={"fieldSet": "[id]"},
+                headers=self._headers,
+                timeout=httpx.Timeout(self._config.timeout),
+            )
+            status, got = await self._ask(request, accept=(404,))
+            if status == 404:
+                # The document API's own "not found" names the path; any other 404 (no such
+                # API behind this URL) says nothing of the document.
+                if not isinstance(got, dict) or "pathId" not in got:
+                    raise QueryFailed("http_4xx", "/document/v1 is not served at this url")
+                missing.add(doc_id)
+        return missing
+
     def _hits(self, document: Any) -> Any:
         """``root.children``, none when nothing matched; or the errors Vespa reported."""
         root = document.get("root") if isinstance(document, dict) else None
@@ -104,3 +133,18 @@ class VespaTarget(HttpTarget):
             )
         outcome = TRANSIENT_ERRORS.get(code) if isinstance(code, int) else None
         return outcome or "bad_response", text
+
+
+def _document_path(doc_id: str) -> str | None:
+    """The /document/v1 path of ``id:namespace:doctype:[n=N|g=G]:docid``; None if not one."""
+    parts = doc_id.split(":", 4)
+    if len(parts) != 5 or parts[0] != "id" or not parts[1] or not parts[2] or not parts[4]:
+        return None
+    _, namespace, doctype, where, user = (quote(part, safe="") for part in parts)
+    if not where:
+        return f"{namespace}/{doctype}/docid/{user}"
+    key, _, value = parts[3].partition("=")
+    if key not in ("n", "g") or not value:
+        return None
+    kind = "number" if key == "n" else "group"
+    return f"{namespace}/{doctype}/{kind}/{quote(value, safe='')}/{user}"

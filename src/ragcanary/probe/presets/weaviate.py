@@ -21,6 +21,13 @@ import httpx
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.collection import one_of
+from ragcanary.probe.presets.lookup import (
+    PAGE,
+    held_by_filter,
+    missing_in_batches,
+    scalar,
+    uuids,
+)
 from ragcanary.probe.target import HttpTarget, QueryFailed
 
 ADDITIONAL = "_additional { id distance score }"
@@ -97,6 +104,45 @@ class WeaviateTarget(HttpTarget):
             headers=self._headers,
             timeout=httpx.Timeout(self._config.timeout),
         )
+
+    async def _missing(self, ids: list[str]) -> set[str] | None:
+        """A ``Get`` with a ``where`` filter: ``ContainsAny`` on the object id or the property."""
+        path = self._config.id
+        if path == "_additional.id":
+            keys = uuids(ids)  # an object id is a UUID; any other id cannot be one
+
+            async def held(batch: list[str]) -> set[str]:
+                objects = await self._where("id", batch, len(batch))
+                return {v for v in (scalar(self._id(o)) for o in objects) if v is not None}
+
+            return await missing_in_batches(keys, held) | (set(ids) - set(keys))
+        if "." in path:
+            return None  # Weaviate filters on a nested object's property not at all
+
+        async def page(batch: list[str]) -> tuple[set[str], bool]:
+            objects = await self._where(path, batch, PAGE)
+            values = (scalar(self._id(o)) for o in objects)
+            return {v for v in values if v is not None}, len(objects) < PAGE
+
+        return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
+
+    async def _where(self, path: str, values: list[str], limit: int) -> list[Any]:
+        """The class's objects whose ``path`` is one of ``values``, ``limit`` at most."""
+        where = (
+            f"where: {{path: [{_literal(path)}], operator: ContainsAny, "
+            f"valueText: {json.dumps(values, ensure_ascii=False)}}}"
+        )
+        # Only the id: a distance or score means nothing without a search operator.
+        fields = "_additional { id }" if path == "id" else f"{_select(path)} _additional {{ id }}"
+        query = f"{{ Get {{ {self._class}(limit: {limit}, {where}) {{ {fields} }} }} }}"
+        request = self._client.build_request(
+            "POST",
+            f"{self._base}/v1/graphql",
+            json={"query": query},
+            headers=self._headers,
+            timeout=httpx.Timeout(self._config.timeout),
+        )
+        return self._hits((await self._ask(request))[1])
 
     async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         try:
