@@ -52,9 +52,13 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# Two workers, each taking whole test files (their module-scoped servers start once): most of
+# the suite waits on real servers and processes, so two keep both cores busy.
+TEST_WORKERS ?= 2
+
 unit: $(STAMP) $(CHROMA_STAMP)
 	RAGCANARY_CHROMA=$(CHROMA_VENV)/bin/chroma RAGCANARY_MODEL_PYTHON=$(CHROMA_VENV)/bin/python \
-		$(BIN)/pytest
+		$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -44,6 +44,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "HOST:PORT of `serve`'s /metrics and API. Env: `RAGCANARY_LISTEN`; `serve --listen` overrides both.",
         "0.0.0.0:9464",
     ),
+    "Config.ui_url": (
+        "The base URL people open the web pages (`/ui/`) at, when it is not `listen` (a proxy, an ingress); the daemon cannot know it. Links from alerts and dashboards are built on it: `UI_URL/ui/latest?suite=S&target=T`, `UI_URL/ui/diff?suite=S&target=T`. Env: `RAGCANARY_UI_URL`.",
+        "https://ragcanary.example.com",
+    ),
     "Config.log_level": ("Log level. Env: `RAGCANARY_LOG_LEVEL`.", "warning"),
     "Config.log_format": (
         "`json` or `console`; unset: console on a terminal, JSON otherwise. Env: `RAGCANARY_LOG_FORMAT`.",

@@ -89,6 +89,9 @@ def test_drift_appears_in_metrics_and_diff_after_switching_the_retriever(
     _wait_for("the retriever's address", lambda: "demo retriever:" in output.read_text())
     retriever = re.search(r"demo retriever: (http://127\.0\.0\.1:\d+)", output.read_text())
     assert retriever, output.read_text()
+    # The web pages' address comes first: it is what a newcomer opens.
+    first = output.read_text().splitlines()[0]
+    assert first == f"open http://{listen}/ui/ in a browser: what regressed, and why"
     metrics = f"http://{listen}/metrics"
     suite = 'suite="demo",target="demo-bm25"'
     _wait_for("two healthy runs", lambda: (_gauge(metrics, "ragcanary_rank_overlap") or 0) == 1.0)
@@ -99,6 +102,9 @@ def test_drift_appears_in_metrics_and_diff_after_switching_the_retriever(
     _wait_for("the regression", lambda: _gauge(metrics, "ragcanary_regression") == 1.0)
     text = httpx.get(metrics, timeout=2).text
     assert f'ragcanary_baseline_delta{{metric="hit_rate@5",{suite}}} -' in text
+    fleet = httpx.get(f"http://{listen}/ui/", timeout=5)
+    assert fleet.status_code == 200
+    assert 'data-status="regression"' in fleet.text
 
     result = CliRunner().invoke(
         app,

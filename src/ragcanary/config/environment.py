@@ -72,6 +72,7 @@ class EnvOverrides(BaseSettings):
     log_format: str | None = None
     admin_token: str | None = None
     ingest_token: str | None = None
+    ui_url: str | None = None
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> dict[str, str]:

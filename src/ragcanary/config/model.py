@@ -460,6 +460,9 @@ class Config(_Strict):
 
     storage: str = "sqlite:///ragcanary.db"
     listen: str = "127.0.0.1:9464"
+    # Where people reach the web pages (/ui/) from outside, e.g. behind a proxy: the daemon
+    # cannot know it, and links from alerts, dashboards and logs need it.
+    ui_url: str | None = None
     log_level: str = "info"
     log_format: Literal["json", "console"] | None = None
     admin_token: str | None = None
@@ -498,6 +501,19 @@ class Config(_Strict):
                 "write it like 127.0.0.1:9464 or 0.0.0.0:9464",
             )
         return listen
+
+    @field_validator("ui_url")
+    @classmethod
+    def _base_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
+            raise _fix(
+                f"{url!r} is not an http(s) base URL",
+                "write the address people open, like https://ragcanary.example.com",
+            )
+        return url.rstrip("/")
 
     @field_validator("log_level")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.reports.diff import diff_reports, run_summary
+from ragcanary.store import overview
 from ragcanary.store.storage import Store
 from ragcanary.suites.suite import Case
 
@@ -46,24 +47,43 @@ def run_diff(
     By default the last answered run is diffed; when the newest run of all was an outage, the
     diff says so under ``newest_outage`` rather than looking all clear.
     """
+    before, after, newest_outage = diff_runs(store, suite, target, from_run, to_run)
+    diff = diff_reports(before, after, k, relevant)
+    diff["newest_outage"] = newest_outage
+    return diff
+
+
+def diff_runs(
+    store: Store,
+    suite: str,
+    target: str,
+    from_run: str | None = None,
+    to_run: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """The two reports ``run_diff`` compares, chosen as it says, and the newest outage's summary
+    (None unless ``to_run`` was left to default and the newest run was unavailable)."""
+    # Runs are chosen by id, outcome and time alone: the run-level report of a regression of
+    # many canaries lists every regressed case, and only the two diffed are read whole.
+    pair = (suite, target)
     newest_outage = None
     if to_run is None:
-        newest = store.latest_run(suite, target, exclude_unavailable=False)
+        newest = overview.newest_runs(store, [pair]).get(pair)
         if newest is None:
             raise UsageError(f"no run of suite {suite!r} on target {target!r} stored yet")
-        if newest["outcome"] == "unavailable":
-            newest_outage = run_summary(_report(store, newest["run_id"], suite, target))
-        latest = store.latest_run(suite, target, exclude_unavailable=True)
+        if newest[2] == "unavailable":
+            newest_outage = run_summary(overview.run_heads(store, [newest[0]])[newest[0]])
+        latest = overview.newest_runs(store, [pair], answered=True).get(pair)
         if latest is None:
             raise UsageError(
                 f"no answered run of suite {suite!r} on target {target!r} stored yet; the "
-                f"newest, {newest['run_id']}, was unavailable (the target did not answer)"
+                f"newest, {newest[0]}, was unavailable (the target did not answer)"
             )
-        to_run = latest["run_id"]
+        to_run = latest[0]
     if from_run is None:
         from_run = store.get_baseline(suite, target)
         if from_run is None or from_run == to_run:
-            earlier = [r for r in store.list_runs(suite, target, limit=50) if r["run_id"] != to_run]
+            recent = overview.recent_runs(store, suite, target, 50)
+            earlier = [r for r in recent if r["run_id"] != to_run]
             answered = [r for r in earlier if r["outcome"] != "unavailable"]
             if not answered:
                 raise UsageError(
@@ -71,9 +91,7 @@ def run_diff(
                 )
             from_run = answered[0]["run_id"]
     before = _report(store, from_run, suite, target)
-    diff = diff_reports(before, _report(store, to_run, suite, target), k, relevant)
-    diff["newest_outage"] = newest_outage
-    return diff
+    return before, _report(store, to_run, suite, target), newest_outage
 
 
 def relevant_ids(cases: Sequence[Case]) -> dict[str, set[str]]:

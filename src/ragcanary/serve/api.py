@@ -1,4 +1,5 @@
-"""The HTTP API of `ragcanary serve`: metrics, health, reload, runs, diffs, history, baselines."""
+"""The HTTP API of `ragcanary serve`: metrics, health, reload, runs, diffs, history, baselines;
+and the web pages under /ui/ (serve.ui.pages)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ragcanary.errors import UsageError
 from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
 from ragcanary.serve.guard import Guard
 from ragcanary.serve.intake import Refused
+from ragcanary.serve.ui.pages import add_pages
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.storage import StorageError
 
@@ -257,4 +259,5 @@ def create_app(daemon: Service) -> FastAPI:
         rows = await storage(CandidateStore(daemon.store).list, status, signal, start)
         return {"candidates": rows}
 
+    add_pages(app, daemon)
     return app

@@ -1,0 +1,112 @@
+"""The diff page's content: per changed case, the two top-k lists side by side, marked."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PAGE_CASES = 25  # changed cases per page: each shows two lists of up to `depth` ids
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One id at one rank of one side of the diff."""
+
+    rank: int
+    id: str
+    score: float | None
+    relevant: bool
+    change: str  # "left" / "entered" (not in the other list), "moved", or "kept"
+    other_rank: int | None  # its rank on the other side
+    score_delta: float | None  # after - before, when it is on both sides
+
+
+@dataclass(frozen=True)
+class CaseDiff:
+    """One changed case: what the diff says of it, and its two lists."""
+
+    id: str
+    query: str
+    outcome_from: str | None
+    outcome_to: str | None
+    metrics: Mapping[str, Mapping[str, float]]
+    rbo: float | None
+    top_score_delta: float | None
+    before: list[Slot]
+    after: list[Slot]
+    left: list[Mapping[str, Any]]
+    entered: list[Mapping[str, Any]]
+
+
+def _ranked(entry: Mapping[str, Any] | None, depth: int) -> list[tuple[str, float | None]]:
+    if entry is None:
+        return []
+    ids = [str(i) for i in entry.get("ids") or ()]
+    scores = list(entry.get("scores") or ())
+    if len(scores) != len(ids):
+        scores = [None] * len(ids)
+    seen: set[str] = set()
+    ranked = []
+    for doc, score in zip(ids, scores, strict=True):
+        if doc in seen:  # a duplicate keeps its first position, as the metrics do
+            continue
+        seen.add(doc)
+        value = float(score) if isinstance(score, int | float) else None
+        ranked.append((doc, value))
+    return ranked[:depth]
+
+
+def _side(
+    mine: list[tuple[str, float | None]],
+    other: list[tuple[str, float | None]],
+    relevant: Collection[str],
+    absent: str,
+    before: bool,
+) -> list[Slot]:
+    ranks = {doc: rank for rank, (doc, _) in enumerate(other, start=1)}
+    scores = dict(other)
+    slots = []
+    for rank, (doc, score) in enumerate(mine, start=1):
+        other_rank = ranks.get(doc)
+        delta = None
+        if other_rank is not None and score is not None and scores.get(doc) is not None:
+            other_score = scores[doc]
+            assert other_score is not None
+            delta = (other_score - score) if before else (score - other_score)
+        change = absent if other_rank is None else ("kept" if other_rank == rank else "moved")
+        slots.append(Slot(rank, doc, score, doc in relevant, change, other_rank, delta))
+    return slots
+
+
+def case_diffs(
+    changed: Sequence[Mapping[str, Any]],
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    depth: int,
+    relevant: Mapping[str, Collection[str]],
+) -> list[CaseDiff]:
+    """The changed cases of a ``diff_reports`` result with both runs' lists, cut to ``depth``."""
+    old = {str(c.get("id")): c for c in before.get("cases") or ()}
+    new = {str(c.get("id")): c for c in after.get("cases") or ()}
+    out = []
+    for case in changed:
+        case_id = str(case["id"])
+        first, second = _ranked(old.get(case_id), depth), _ranked(new.get(case_id), depth)
+        marked = relevant.get(case_id, ())
+        out.append(
+            CaseDiff(
+                id=case_id,
+                query=str(case.get("query") or ""),
+                outcome_from=case["outcome"]["from"],
+                outcome_to=case["outcome"]["to"],
+                metrics=case["metrics"],
+                rbo=case.get("rbo"),
+                top_score_delta=case.get("top_score_delta"),
+                before=_side(first, second, marked, "left", before=True),
+                after=_side(second, first, marked, "entered", before=False),
+                left=case["left"],
+                entered=case["entered"],
+            )
+        )
+    return out

@@ -1,0 +1,254 @@
+"""The /ui/ routes: each gathers what its page shows (storage in a thread) and renders it.
+
+Every page is read-only; the one write is the baseline form, guarded by the admin token like
+``POST /api/v1/baselines/...`` (it travels in the form's body, since a plain HTML form cannot
+send an ``Authorization`` header, and is never stored or shown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from ragcanary.serve.ui import runpage, views
+from ragcanary.serve.ui.render import environment
+from ragcanary.store import overview
+from ragcanary.store.storage import StorageError
+
+if TYPE_CHECKING:
+    from ragcanary.serve.service import Service
+
+# What a page may load and do: its own scripts, styles and forms only, never framed.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-cache",
+}
+FORM_BYTES = 16_384  # the baseline form is a few hundred bytes
+
+
+def add_pages(app: FastAPI, daemon: Service) -> None:
+    """Mount the pages, their assets and the redirect from ``/`` on ``app``."""
+    templates = environment()
+    memos = views.Memos()
+    app.mount(
+        "/ui/static",
+        StaticFiles(packages=[("ragcanary.serve.ui", "static")]),
+        name="ui-static",
+    )
+
+    def html(name: str, status: int = 200, **context: Any) -> Response:
+        body = templates.get_template(name).render(**context)
+        return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+    async def page(build: Callable[[], Response]) -> Response:
+        """Build a page in a thread (storage and rendering block); errors become pages too."""
+        try:
+            return await asyncio.to_thread(build)
+        except views.PageError as error:
+            return html(
+                "error.html",
+                error.status,
+                page="error",
+                heading=error.heading,
+                message=error.message,
+                hint=error.hint,
+                tone="bad",
+            )
+        except StorageError as error:
+            return html(
+                "error.html",
+                503,
+                page="error",
+                heading="Storage is unreachable",
+                message=str(error),
+                hint="The daemon keeps running and buffering runs; reload this page later.",
+                tone="bad",
+            )
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse("/ui/", status_code=307)
+
+    @app.get("/ui", include_in_schema=False)
+    async def ui_bare() -> RedirectResponse:
+        return RedirectResponse("/ui/", status_code=307)
+
+    @app.get("/ui/", include_in_schema=False)
+    async def fleet_page(suite: str | None = None, target: str | None = None) -> Response:
+        return await page(lambda: html("fleet.html", **views.fleet(daemon, memos, suite, target)))
+
+    @app.get("/ui/latest", include_in_schema=False)
+    async def latest(
+        suite: str, target: str, at: float | None = Query(None, ge=0, le=1e14)
+    ) -> Response:
+        """The page of a pair's newest run, or of its run at ``at`` (milliseconds since the
+        epoch, as Grafana's ``${__value.time}``): what alerts and dashboards link to."""
+
+        def newest() -> Response:
+            if at is None:
+                found = daemon.store.latest_run(suite, target, exclude_unavailable=False)
+                run_id = None if found is None else str(found["run_id"])
+            else:
+                moment = datetime.fromtimestamp(at / 1000, UTC)
+                run_id = overview.run_at(daemon.store, suite, target, moment)
+            if run_id is None:
+                raise _no_runs(suite, target)
+            return RedirectResponse(f"/ui/runs/{quote(run_id)}", status_code=307)
+
+        return await page(newest)
+
+    @app.get("/ui/runs/{run_id}", include_in_schema=False)
+    async def run_page(
+        run_id: str,
+        tag: str | None = None,
+        outcome: str | None = None,
+        sort: str = "severity",
+        dir: Literal["asc", "desc"] | None = None,
+        page_no: int = Query(1, alias="page", ge=1, le=10_000),
+    ) -> Response:
+        key = sort if sort in runpage.SORT_KEYS else "severity"
+        return await page(
+            lambda: html("run.html", **views.run(daemon, run_id, tag, outcome, key, dir, page_no))
+        )
+
+    @app.get("/ui/diff", include_in_schema=False)
+    async def diff_page(
+        suite: str,
+        target: str,
+        from_: str | None = Query(None, alias="from"),
+        to: str | None = None,
+        page_no: int = Query(1, alias="page", ge=1, le=10_000),
+    ) -> Response:
+        return await page(
+            lambda: html("diff.html", **views.diff(daemon, suite, target, from_, to, page_no))
+        )
+
+    @app.get("/ui/case", include_in_schema=False)
+    async def case_page(
+        suite: str,
+        case: str,
+        target: str | None = None,
+        since: Literal["1d", "7d", "30d"] = "7d",
+    ) -> Response:
+        return await page(
+            lambda: html("case.html", **views.case(daemon, suite, case, target, since))
+        )
+
+    @app.get("/ui/baselines", include_in_schema=False)
+    async def baselines_page(
+        suite: str | None = None,
+        target: str | None = None,
+        run: str | None = None,
+        pinned: str | None = None,
+    ) -> Response:
+        notice = f"Pinned run {pinned} as the baseline of {suite} on {target}." if pinned else ""
+        return await page(
+            lambda: html(
+                "baselines.html",
+                **views.baselines(daemon, suite, target, run),
+                notice=notice,
+                notice_tone="good",
+            )
+        )
+
+    @app.post("/ui/baselines", include_in_schema=False)
+    async def pin(request: Request) -> Response:
+        """The pin form: the admin token checked before anything else of the form is used."""
+        admin = daemon.loaded.config.admin_token
+        if not admin:
+            return await page(
+                lambda: _raise(
+                    views.PageError(
+                        403,
+                        "Pinning is turned off",
+                        "The daemon has no admin token, so nothing can be pinned here.",
+                        "Set RAGCANARY_ADMIN_TOKEN in the daemon's environment and restart it.",
+                    )
+                )
+            )
+        if request.headers.get("content-type", "").split(";")[0].strip() != (
+            "application/x-www-form-urlencoded"
+        ):
+            return Response("send the form as application/x-www-form-urlencoded", 415)
+        raw = await request.body()
+        if len(raw) > FORM_BYTES:
+            return Response("the form is too large", 413)
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+        given = form.get("token", "")
+        if not hmac.compare_digest(given.encode(), admin.encode()):
+            return await page(
+                lambda: html(
+                    "baselines.html",
+                    401,
+                    **views.baselines(daemon, None, None, None),
+                    notice="Wrong admin token: nothing was pinned. Enter the value of "
+                    "RAGCANARY_ADMIN_TOKEN that the daemon runs with.",
+                    notice_tone="bad",
+                )
+            )
+        suite, target = _pair(form.get("pair", ""))
+        run_id = form.get("run_id") or None
+        try:
+            pinned = await _pin(daemon, suite, target, run_id)
+        except (views.PageError, StorageError) as error:
+            failed = error
+            return await page(lambda: _raise(failed))
+        query = {"suite": suite, "target": target, "pinned": pinned}
+        return RedirectResponse(f"/ui/baselines?{urlencode(query)}", status_code=303)
+
+
+def _raise(error: Exception) -> Response:
+    raise error
+
+
+def _pair(value: str) -> tuple[str, str]:
+    """The suite and target of the form's pair field (a JSON array of the two names)."""
+    try:
+        pair = json.loads(value)
+    except ValueError:
+        return "", ""
+    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
+        return pair[0], pair[1]
+    return "", ""
+
+
+def _no_runs(suite: str, target: str) -> views.PageError:
+    return views.PageError(
+        404,
+        "No runs yet",
+        f"No run of suite {suite} on target {target} is stored.",
+        "The pair runs on its schedule; see the fleet page for when.",
+    )
+
+
+async def _pin(daemon: Service, suite: str, target: str, run_id: str | None) -> str:
+    suites = daemon.loaded.config.suites
+    if suite not in suites or target not in suites[suite].targets:
+        raise views.PageError(404, "Unknown pair", f"Suite {suite} has no target {target}.")
+    if run_id is None:
+        latest = await asyncio.to_thread(daemon.store.latest_run, suite, target, outcome="ok")
+        if latest is None:
+            raise views.PageError(
+                404, "Nothing to pin", f"No successful run of {suite} on {target}."
+            )
+        run_id = str(latest["run_id"])
+    report = await asyncio.to_thread(overview.run_heads, daemon.store, [run_id])
+    head = report.get(run_id)
+    if head is None or head.get("suite") != suite or head.get("target") != target:
+        raise views.PageError(404, "Unknown run", f"No run {run_id} of suite {suite} on {target}.")
+    await daemon.set_baseline(suite, target, run_id)
+    return run_id

@@ -1,0 +1,367 @@
+"""The /ui/ pages in a real headless Chromium, over a real daemon watching the demo retriever.
+
+One daemon and one browser for the module: the demo's BM25 retriever is watched every second,
+its first run becomes the baseline, then it loses part of its index (``drop-docs``) and the
+runs regress. The tests click from the fleet page to that run, its diff and a case, at 1,280
+and 390 px, and write a screenshot of every page at both widths to a folder they print.
+
+Needs Debian's ``chromium`` (driven through Playwright with the system browser; nothing here
+downloads one). Skipped without it, unless RAGCANARY_REQUIRE_CHROMIUM=1 (CI) makes that a
+failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from daemon_harness import DaemonProcess, config_yaml, free_port, running
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+ADMIN_TOKEN = "ui-admin-5f1c9e27d3"
+SCRIPT_CASE = "script-injection"
+SCRIPT_QUERY = "<script>window.__owned = 1; alert('owned')</script> parse json"
+WIDTHS = (1280, 390)
+RUN_TIMEOUT_S = 60.0
+
+# The contrast of every visible text against the background it is drawn on (WCAG 2 formula),
+# the failures listed; text hidden for screen readers only is left out.
+CONTRAST_CHECK = """() => {
+  function rgba(text) {
+    const m = text.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return [0, 0, 0, 0];
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  }
+  function over(top, bottom) {
+    const a = top[3];
+    return [0, 1, 2].map(i => top[i] * a + bottom[i] * (1 - a)).concat([1]);
+  }
+  function background(el) {
+    const layers = [];
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      const c = rgba(getComputedStyle(node).backgroundColor);
+      if (c[3] > 0) layers.push(c);
+      if (c[3] >= 1) break;
+    }
+    let color = [255, 255, 255, 1];
+    for (let i = layers.length - 1; i >= 0; i--) color = over(layers[i], color);
+    return color;
+  }
+  function luminance(c) {
+    const v = c.slice(0, 3).map(x => {
+      x /= 255;
+      return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+  }
+  const failures = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const own = Array.from(el.childNodes).some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own) continue;
+    const style = getComputedStyle(el);
+    const box = el.getBoundingClientRect();
+    if (style.visibility === "hidden" || style.display === "none") continue;
+    if (box.width < 2 || box.height < 2) continue;
+    if (el.closest(".sr-only") || el.closest("[hidden]") || el.closest("noscript")) continue;
+    const bg = background(el);
+    const fg = over(rgba(style.color), bg);
+    const [l1, l2] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
+    const ratio = (l1 + 0.05) / (l2 + 0.05);
+    const text = el.textContent.trim().slice(0, 40);
+    const name = `${el.tagName.toLowerCase()}.${el.className}`;
+    if (ratio < 4.5) failures.push(`${name}: ${ratio.toFixed(2)} "${text}"`);
+  }
+  return failures;
+}"""
+
+
+def _chromium_or_skip() -> Path:
+    reason = None
+    if not CHROMIUM.exists():
+        reason = f"no {CHROMIUM}; install Debian's chromium (apt-get install -y chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "playwright is not installed; pip install -e '.[dev]'"
+    if reason is not None:
+        if os.environ.get("RAGCANARY_REQUIRE_CHROMIUM") == "1":
+            pytest.fail(f"{reason} (RAGCANARY_REQUIRE_CHROMIUM=1 forbids skipping)")
+        pytest.skip(reason)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the screenshots go to (RAGCANARY_UI_SCREENSHOTS, else a temporary one)."""
+    chosen = os.environ.get("RAGCANARY_UI_SCREENSHOTS")
+    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("ui-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots of the UI pages: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    """The daemon on the demo retriever, with a baseline and then regressed runs."""
+    _chromium_or_skip()
+    from ragcanary.demo.corpus import suite_path
+    from ragcanary.demo.retriever import BackgroundServer
+
+    home = tmp_path_factory.mktemp("ui-daemon")
+    suite = yaml.safe_load(suite_path().read_text(encoding="utf-8"))
+    suite["cases"].append(
+        {"id": SCRIPT_CASE, "query": SCRIPT_QUERY, "relevant": ["json.loads"], "tags": ["json"]}
+    )
+    (home / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+    with BackgroundServer(port=0) as retriever:
+        port = free_port()
+        config = {
+            "storage": f"sqlite:///{home / 'ragcanary.db'}",
+            "listen": f"127.0.0.1:{port}",
+            "targets": {
+                "demo-bm25": {
+                    "url": retriever.search_url,
+                    "method": "POST",
+                    "body": {"q": "{query}", "limit": "{k}"},
+                    "results": "hits",
+                    "id": "id",
+                    "score": "score",
+                    "concurrency": 8,
+                }
+            },
+            "suites": {
+                "demo": {
+                    "cases": "suite.yaml",
+                    "targets": ["demo-bm25"],
+                    "every": "1s",
+                    "k": [1, 3, 5, 10],
+                    "depth": 10,
+                    "thresholds": {"hit_rate": {5: 0.6}, "max_drop": 0.02},
+                }
+            },
+        }
+        path = home / "ragcanary.yaml"
+        path.write_text(config_yaml(config), encoding="utf-8")
+        env = {"RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN, "RAGCANARY_LOG_FORMAT": "json"}
+        with running(DaemonProcess(path, port, env)) as process:
+            process.wait_runs("demo", "demo-bm25", 1, RUN_TIMEOUT_S, outcome="ok")
+            httpx.post(f"{retriever.url}/mode", json={"mode": "drop-docs"}, timeout=5)
+            process.wait_runs("demo", "demo-bm25", 1, RUN_TIMEOUT_S, outcome="regression")
+            yield process
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Chromium context with a fresh profile; each test opens its own page."""
+    executable = _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(executable),
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh tab that fails the test on a script error, a console error or a dialog."""
+    tab = browser.new_page()
+    problems: list[str] = []
+    tab.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+
+    def console(message: Any) -> None:
+        # A page answered with 401 or 404 on purpose logs its own status: not a problem.
+        if message.type == "error" and message.location.get("url") != tab.url:
+            problems.append(f"console {message.type}: {message.text}")
+
+    tab.on("console", console)
+
+    def dialog(box: Any) -> None:
+        problems.append(f"a dialog opened: {box.message}")
+        box.dismiss()
+
+    tab.on("dialog", dialog)
+    yield tab
+    tab.close()
+    assert not problems, problems
+
+
+def _no_horizontal_scroll(page: Any) -> None:
+    scroll, inner = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert scroll <= inner, f"the page scrolls sideways: {scroll} px wide in {inner} px"
+
+
+def _shot(page: Any, folder: Path, name: str, width: int) -> None:
+    page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
+    daemon: DaemonProcess, page: Any, shots: Path, width: int
+) -> None:
+    """The regression is first on the fleet, its run lists regressed cases first, the diff marks
+    the ids that left, and the case's chart has points; no page scrolls sideways."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(daemon.url + "/")
+    assert page.url.endswith("/ui/")
+    first = page.locator("table.fleet tbody tr").first
+    assert first.get_attribute("data-status") == "regression"
+    assert first.locator(".badge").inner_text() == "regression"
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "fleet", width)
+
+    first.locator("a.run-link").click()
+    page.wait_for_url(re.compile(r"/ui/runs/"))
+    assert "regression" in page.locator("h1").inner_text()
+    rows = page.locator("table.cases tbody tr")
+    assert rows.first.get_attribute("data-state") == "regressed"
+    states = rows.evaluate_all("rows => rows.map(r => r.dataset.state)")
+    regressed = states.count("regressed")
+    assert regressed > 0
+    assert states[:regressed] == ["regressed"] * regressed
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "run", width)
+
+    page.get_by_role("link", name="Diff against the baseline").click()
+    page.wait_for_url(re.compile(r"/ui/diff\?"))
+    article = page.locator("article.case-diff").first
+    # The worst case first: one whose relevant id left the top-k, marked so in its old list.
+    left = article.locator(".list li.left.rel").first
+    assert left.locator(".mark.left").inner_text().lower() == "left"
+    left_id = left.locator("code").inner_text()
+    assert f"relevant ids that left: {left_id}" in article.locator("p.moved").inner_text()
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "diff", width)
+
+    article.locator("h3 a").click()
+    page.wait_for_url(re.compile(r"/ui/case\?"))
+    page.wait_for_function("() => (window.ragcanaryCharts || []).length > 0")
+    points = page.evaluate("() => window.ragcanaryCharts[0].data[0].length")
+    assert points >= 2
+    assert page.locator("#chart canvas").count() >= 1
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "case", width)
+
+    page.goto(daemon.url + "/ui/baselines")
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "baselines", width)
+
+
+def test_a_relevant_id_that_left_is_shown_leaving_on_the_case_page(
+    daemon: DaemonProcess, page: Any
+) -> None:
+    """The case page names the relevant id that left the top-k, and when."""
+    diff = daemon.get("/api/v1/diff", suite="demo", target="demo-bm25").json()
+    case = next(c for c in diff["cases"] if any(e["relevant"] for e in c["left"]))
+    gone = next(e["id"] for e in case["left"] if e["relevant"])
+    page.goto(f"{daemon.url}/ui/case?suite=demo&case={case['id']}&target=demo-bm25")
+    events = page.locator("table", has_text="left").first.inner_text()
+    assert gone in events
+    assert gone in page.locator(".notice.bad").inner_text()  # not in the newest top-k
+
+
+def test_a_query_with_a_script_tag_is_shown_as_text(daemon: DaemonProcess, page: Any) -> None:
+    """A query holding <script> is text on the run and case pages and never runs."""
+    page.goto(f"{daemon.url}/ui/case?suite=demo&case={SCRIPT_CASE}&target=demo-bm25")
+    assert page.locator(".query.whole").inner_text() == SCRIPT_QUERY
+    run = daemon.get("/api/v1/runs", suite="demo", limit=1).json()["runs"][0]["run_id"]
+    page.goto(f"{daemon.url}/ui/runs/{run}?tag=json")
+    assert SCRIPT_QUERY in page.locator("table.cases").inner_text()
+    assert page.evaluate("() => window.__owned") is None
+
+
+def test_the_keyboard_alone_reaches_the_regressed_run(daemon: DaemonProcess, page: Any) -> None:
+    """Tab moves through visible focus rings to the first pair's run; Enter opens it."""
+    page.goto(daemon.url + "/ui/")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent") == "Skip to content"
+    for _ in range(15):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(
+            "() => [document.activeElement.className, getComputedStyle(document.activeElement)"
+            ".outlineStyle]"
+        )
+        assert focused[1] != "none", f"no visible focus on {focused[0]!r}"
+        if focused[0] == "run-link":
+            break
+    else:
+        raise AssertionError("Tab never reached the first pair's run link")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/ui/runs/"))
+
+
+def test_text_contrast_is_at_least_4_5_to_1_on_every_page(daemon: DaemonProcess, page: Any) -> None:
+    """Every visible text on every page is at least 4.5:1 against its background."""
+    run = daemon.get("/api/v1/runs", suite="demo", limit=1).json()["runs"][0]["run_id"]
+    paths = [
+        "/ui/",
+        f"/ui/runs/{run}",
+        "/ui/diff?suite=demo&target=demo-bm25",
+        "/ui/case?suite=demo&case=json-dumps&target=demo-bm25",
+        "/ui/baselines",
+    ]
+    for path in paths:
+        page.goto(daemon.url + path)
+        assert page.evaluate(CONTRAST_CHECK) == [], path
+
+
+def test_the_pin_form_needs_the_admin_token_and_never_shows_it(
+    daemon: DaemonProcess, page: Any
+) -> None:
+    """A wrong token pins nothing; the right one pins the chosen run; neither is echoed."""
+    ok = daemon.get("/api/v1/runs", suite="demo", outcome="ok", limit=1).json()["runs"]
+    chosen = ok[0]["run_id"]
+    page.goto(daemon.url + "/ui/baselines")
+    page.select_option("select[name=run_id]", chosen)
+    page.fill("input[name=token]", "not-the-token")
+    page.get_by_role("button", name="Pin as baseline").click()
+    assert "Wrong admin token" in page.locator(".notice").inner_text()
+    assert "not-the-token" not in page.content()
+
+    page.select_option("select[name=run_id]", chosen)
+    page.fill("input[name=token]", ADMIN_TOKEN)
+    page.get_by_role("button", name="Pin as baseline").click()
+    page.wait_for_url(re.compile(r"pinned="))
+    assert f"Pinned run {chosen}" in page.locator(".notice").inner_text()
+    assert ADMIN_TOKEN not in page.content()
+    assert page.locator("input[name=token]").input_value() == ""
+    pinned = daemon.get("/api/v1/baselines").json()["baselines"]
+    assert [b["run_id"] for b in pinned] == [chosen]
+    assert ADMIN_TOKEN not in json.dumps(daemon.events())
+
+
+def test_the_ui_sends_only_its_own_assets(daemon: DaemonProcess) -> None:
+    """Every script and stylesheet of the pages is served by the daemon itself."""
+    html = daemon.get("/ui/case", suite="demo", case="json-dumps", target="demo-bm25").text
+    sources = re.findall(r'(?:src|href)="([^"]+\.(?:js|css)[^"]*)"', html)
+    assert sources
+    assert all(s.startswith("/ui/static/") for s in sources)
+    for source in sources:
+        assert daemon.get(source).status_code == 200
