@@ -1,12 +1,19 @@
-"""A retriever on 127.0.0.1 that answers every search after exactly L seconds, as cheaply as it can.
+"""Retrievers on 127.0.0.1 that answer every search after exactly L seconds, each its own process.
 
-The benchmarks time our client against the ideal ceil(N / C) * L, so the retriever must not be
-the bottleneck on 2 shared cores: it is a raw asyncio protocol (no HTTP framework) that sends
-one response built at start, and it runs in its own process so it does not compete with the
-client for the GIL. It measures how late its own timers fire, since on a loaded machine a
-late retriever would otherwise count as the client's overhead.
+The benchmarks time our client against the ideal ceil(N / C) * L, so a retriever must not be
+the bottleneck on 2 shared cores, and it runs in its own process so that it does not compete
+with the client for the GIL. Three kinds serve the same answer:
 
-    .venv/bin/python bench/retriever.py LATENCY_S    # prints its URL, serves until killed
+- ``raw``: a hand-written asyncio protocol that sends one pre-built response, the least any
+  server can cost;
+- ``uvicorn``: a Starlette app served by uvicorn, how many RAG teams serve search (FastAPI
+  is Starlette underneath);
+- ``aiohttp``: an aiohttp web application.
+
+Each measures how late its own timers fire, since on a loaded machine a late retriever would
+otherwise count as the client's overhead.
+
+    .venv/bin/python bench/retriever.py LATENCY_S [KIND]    # prints its URL, serves until killed
 
 ``POST /search`` (any body) answers ``{"hits": [{"id": "doc-0", "score": 1.0}, ...]}`` with
 ``DEPTH`` hits after ``LATENCY_S``; ``GET /stats`` answers at once with the searches served,
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -94,19 +102,10 @@ class _Protocol(asyncio.Protocol):
             self._transport.write(data)
 
     def _stats_answer(self) -> bytes:
-        served = self._stats.served
-        return _response(
-            _json(
-                {
-                    "served": served,
-                    "mean_latency_s": self._stats.latency_s / served if served else 0.0,
-                    "cpu_s": time.process_time(),
-                }
-            )
-        )
+        return _response(_json(_stats_payload(self._stats)))
 
 
-async def _serve(latency_s: float) -> None:
+async def _serve_raw(latency_s: float) -> None:
     stats = _Stats()
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
@@ -117,11 +116,92 @@ async def _serve(latency_s: float) -> None:
     await server.serve_forever()
 
 
+def _listening_socket() -> socket.socket:
+    """A listening socket on a free port, its URL printed for the parent process.
+
+    Made with proto IPPROTO_TCP, as ``uvicorn --host --port`` gets it from getaddrinfo:
+    asyncio turns Nagle's algorithm off only on such sockets, and without that every answer
+    that a server writes in two parts waits for the client's delayed ACK (40 ms).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    print(f"http://127.0.0.1:{sock.getsockname()[1]}/search", flush=True)
+    return sock
+
+
+def _stats_payload(stats: _Stats) -> dict[str, float]:
+    served = stats.served
+    return {
+        "served": served,
+        "mean_latency_s": stats.latency_s / served if served else 0.0,
+        "cpu_s": time.process_time(),
+    }
+
+
+def _serve_uvicorn(latency_s: float) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    stats = _Stats()
+
+    async def search(request: Request) -> Response:
+        await request.body()
+        loop = asyncio.get_running_loop()
+        arrived = loop.time()
+        await asyncio.sleep(latency_s)
+        stats.served += 1
+        stats.latency_s += loop.time() - arrived
+        return Response(SEARCH_BODY, media_type="application/json")
+
+    async def stats_route(request: Request) -> Response:
+        return JSONResponse(_stats_payload(stats))
+
+    app = Starlette(
+        routes=[Route("/search", search, methods=["POST"]), Route("/stats", stats_route)]
+    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    uvicorn.Server(config).run(sockets=[_listening_socket()])
+
+
+def _serve_aiohttp(latency_s: float) -> None:
+    from aiohttp import web
+
+    stats = _Stats()
+
+    async def search(request: web.Request) -> web.Response:
+        await request.read()
+        loop = asyncio.get_running_loop()
+        arrived = loop.time()
+        await asyncio.sleep(latency_s)
+        stats.served += 1
+        stats.latency_s += loop.time() - arrived
+        return web.Response(body=SEARCH_BODY, content_type="application/json")
+
+    async def stats_route(request: web.Request) -> web.Response:
+        return web.json_response(_stats_payload(stats))
+
+    app = web.Application()
+    app.router.add_post("/search", search)
+    app.router.add_get("/stats", stats_route)
+    web.run_app(app, sock=_listening_socket(), print=None, access_log=None)
+
+
+KINDS = ("raw", "uvicorn", "aiohttp")
+
+
 class RetrieverProcess:
     """Starts ``retriever.py`` in a subprocess; ``url`` and ``stats()`` once entered."""
 
-    def __init__(self, latency_s: float) -> None:
+    def __init__(self, latency_s: float, kind: str = "raw") -> None:
+        if kind not in KINDS:
+            raise ValueError(f"no retriever of kind {kind!r}; choose from {', '.join(KINDS)}")
         self.latency_s = latency_s
+        self.kind = kind
         self.url = ""
         self._process: subprocess.Popen[str] | None = None
 
@@ -142,7 +222,7 @@ class RetrieverProcess:
 
     def __enter__(self) -> RetrieverProcess:
         self._process = subprocess.Popen(
-            [sys.executable, str(Path(__file__)), str(self.latency_s)],
+            [sys.executable, str(Path(__file__)), str(self.latency_s), self.kind],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -164,7 +244,14 @@ class RetrieverProcess:
 
 
 def main() -> None:
-    asyncio.run(_serve(float(sys.argv[1])))
+    latency_s = float(sys.argv[1])
+    kind = sys.argv[2] if len(sys.argv) > 2 else "raw"
+    if kind == "uvicorn":
+        _serve_uvicorn(latency_s)
+    elif kind == "aiohttp":
+        _serve_aiohttp(latency_s)
+    else:
+        asyncio.run(_serve_raw(latency_s))
 
 
 if __name__ == "__main__":

@@ -41,9 +41,11 @@ BENCHMARKS = (
     "cpu",
     "memory",
     "scrape",
+    "scale",
     "evaluation",
     "metrics",
     "history",
+    "ui",
     "detection",
 )
 

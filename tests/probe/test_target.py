@@ -477,14 +477,15 @@ async def test_make_client_leaves_redirects_to_the_target_and_identifies_itself(
         assert client.headers["User-Agent"].startswith("ragcanary/")
 
 
-# --- against a real retriever -------------------------------------------------------------------
+# --- against a real retriever, through the production client ------------------------------------
 
 
 async def test_round_trip_with_nested_ids_and_api_key_header():
     """A real HTTP round trip: body template, api-key header, nested ids and scores."""
     with FakeRetriever() as retriever:
-        async with httpx.AsyncClient() as client:
-            target = HttpTarget("fake", retriever.target_config(), client)
+        config = retriever.target_config()
+        async with make_client(config) as client:
+            target = HttpTarget("fake", config, client)
             answer = await target.search("reset password", 2)
     assert (answer.outcome, answer.ids, answer.scores) == ("ok", ("doc-7", "doc-2"), (0.93, 0.81))
     assert answer.latency_s > 0
@@ -497,7 +498,7 @@ async def test_wrong_api_key_is_http_4xx_without_the_key_in_the_error():
     """A rejected credential is http_4xx; the reason does not repeat the key."""
     with FakeRetriever() as retriever:
         config = retriever.target_config(headers={"X-Api-Key": "wrong-key-456"})
-        async with httpx.AsyncClient() as client:
+        async with make_client(config) as client:
             answer = await HttpTarget("fake", config, client).search("reset password", 3)
     assert answer.outcome == "http_4xx"
     assert answer.error.startswith("HTTP 401")
@@ -508,8 +509,8 @@ async def test_outage_503_is_http_5xx_after_retries():
     """A retriever answering 503 is retried `retries` times and reported as http_5xx."""
     sleeps = Sleeps()
     with FakeRetriever(status=503) as retriever:
-        async with httpx.AsyncClient() as client:
-            config = retriever.target_config(retries=2)
+        config = retriever.target_config(retries=2)
+        async with make_client(config) as client:
             answer = await HttpTarget("fake", config, client, sleep=sleeps).search("x", 3)
     assert answer.outcome == "http_5xx"
     assert len(retriever.requests) == 3
@@ -523,7 +524,7 @@ async def test_refused_connection_is_connect_error():
         port = sock.getsockname()[1]
     config = TargetConfig(url=f"http://127.0.0.1:{port}/search", retries=1)
     sleeps = Sleeps()
-    async with httpx.AsyncClient() as client:
+    async with make_client(config) as client:
         answer = await HttpTarget("down", config, client, sleep=sleeps).search("q", 3)
     assert answer.outcome == "connect_error"
     assert answer.error.startswith("connection failed: ConnectError")
@@ -536,8 +537,9 @@ async def test_concurrent_cycle_takes_about_ceil_n_over_c_times_latency():
     corpus = {f"query {i}": [(f"doc-{i}", 1.0)] for i in range(n)}
     suite = Suite(tuple(Case(id=f"c{i}", query=f"query {i}") for i in range(n)))
     with FakeRetriever(corpus=corpus, delay_s=latency) as retriever:
-        async with httpx.AsyncClient() as client:
-            target = HttpTarget("fake", retriever.target_config(), client)
+        config = retriever.target_config()
+        async with make_client(config) as client:
+            target = HttpTarget("fake", config, client)
             started = time.perf_counter()
             run = await run_suite("s", suite, target, depth=5, concurrency=c, rate_limit=None)
             elapsed = time.perf_counter() - started

@@ -334,6 +334,7 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     import os
 
     from ragcanary.logs import RedactSecrets, configure_logging
+    from ragcanary.serve.collector import tune_collector
     from ragcanary.serve.daemon import Daemon
     from ragcanary.serve.httpserver import check_address
     from ragcanary.suites.loaded import load_config
@@ -343,6 +344,7 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     redactor = RedactSecrets(loaded.secrets)
     configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
     daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
+    tune_collector()
 
     async def main() -> int:
         if run_for is not None:

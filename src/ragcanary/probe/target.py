@@ -27,6 +27,7 @@ from ragcanary import __version__
 from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError, Problem
 from ragcanary.measure.results import Answer, Outcome
+from ragcanary.probe.transport import Client
 from ragcanary.redact import Redactor
 
 BACKOFF_BASE_S = 0.2
@@ -130,12 +131,16 @@ def make_client(config: TargetConfig) -> httpx.AsyncClient:
 
 
 def http_client(verify_tls: bool, timeout: float) -> httpx.AsyncClient:
-    """A client that verifies TLS as told, sends our User-Agent and follows no redirect."""
-    return httpx.AsyncClient(
+    """A client that verifies TLS as told, sends our User-Agent and follows no redirect.
+
+    httpx's API over aiohttp's connections (``probe/transport.py``): a third of the CPU per
+    query. It asks only for the encodings ``read_capped`` inflates.
+    """
+    return Client(
         verify=verify_tls,
         follow_redirects=False,
         timeout=timeout,
-        headers={"User-Agent": f"ragcanary/{__version__}"},
+        headers={"User-Agent": f"ragcanary/{__version__}", "Accept-Encoding": _ACCEPT_ENCODING},
     )
 
 

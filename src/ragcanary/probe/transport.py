@@ -1,0 +1,200 @@
+"""The production HTTP client: httpx's API over aiohttp's connections (``httpx-aiohttp``).
+
+httpx's own transport (httpcore) spends about three times aiohttp's CPU on each request, and
+the probe's CPU is what limits a cycle and a daemon (docs/performance.md, "Cycle time").
+``httpx_aiohttp.AiohttpTransport`` configures aiohttp's session from httpx's settings (TLS
+verification, limits, proxy); ``Transport`` sends each request on it as httpx's own transport
+would, so that nothing ``HttpTarget`` decides a query's outcome from changes:
+
+- header names go out as written and the body as bytes (the package lower-cases names and
+  streams a redirect's body chunked, even an empty GET's);
+- bodies arrive as sent (``auto_decompress=False``): ``read_capped`` inflates within its cap,
+  and reads no further than it; no redirect is followed (``HttpTarget`` does that);
+- every aiohttp error is raised as the httpx exception httpx's own transport raises for the
+  same failure (the package maps a refused connection and a read timeout alike to
+  ``httpx.ConnectTimeout``)::
+
+      aiohttp.ClientError
+      ├── ConnectionTimeoutError (connect, or waiting for the pool) ... httpx.ConnectTimeout
+      ├── ServerTimeoutError (a read) ................................. httpx.ReadTimeout
+      ├── ClientProxyConnectionError, ClientHttpProxyError ............ httpx.ProxyError
+      ├── ClientConnectorError (refused, DNS, TLS certificate) ........ httpx.ConnectError
+      ├── ClientOSError (reset, broken pipe) .......................... httpx.ReadError
+      ├── InvalidURL, NonHttpUrlClientError ........................... httpx.UnsupportedProtocol
+      └── anything else (disconnect, bad HTTP, short body) ............ httpx.RemoteProtocolError
+
+``Client`` honours ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` exactly as
+httpx does: httpx reads them and mounts a proxied transport per pattern, but only for the
+transports it builds itself, so ``Client`` builds ours there instead of being passed one.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+# httpx's default limits, as its methods declare them; the client always passes its own.
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+# First match wins: subclasses before their bases (see the tree in the module docstring).
+_ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
+    (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
+    (aiohttp.ServerTimeoutError, httpx.ReadTimeout),
+    (aiohttp.ClientProxyConnectionError, httpx.ProxyError),
+    (aiohttp.ClientHttpProxyError, httpx.ProxyError),
+    (aiohttp.ClientConnectorError, httpx.ConnectError),
+    (aiohttp.ClientOSError, httpx.ReadError),
+    (aiohttp.InvalidURL, httpx.UnsupportedProtocol),
+    (aiohttp.NonHttpUrlClientError, httpx.UnsupportedProtocol),
+    (aiohttp.ClientError, httpx.RemoteProtocolError),
+)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Raise every aiohttp error inside as the httpx exception httpx's transport would."""
+    try:
+        yield
+    except aiohttp.ClientError as exc:
+        for aiohttp_type, httpx_type in _ERRORS:
+            if isinstance(exc, aiohttp_type):
+                raise httpx_type(str(exc) or type(exc).__name__) from exc
+        raise  # unreachable: the last row matches every aiohttp.ClientError
+
+
+class Transport(AiohttpTransport):
+    """aiohttp's session as ``AiohttpTransport`` configures it (TLS, limits, proxy), asked the
+    way httpx's own transport would ask: header names as written, the body as bytes, and
+    aiohttp's failures raised as httpx's exceptions."""
+
+    def get_client(self) -> aiohttp.ClientSession:
+        """The package's session, but cookies are httpx's alone to keep and send, as with
+        httpx's own transport (aiohttp's jar would send a retriever's cookies a second way)."""
+        limit = self.limits.max_connections
+        connector = aiohttp.TCPConnector(
+            keepalive_timeout=self.limits.keepalive_expiry,
+            ssl=self.ssl_context,
+            limit=limit if limit is not None else 0,  # 0: no limit, as httpx's None
+        )
+        return aiohttp.ClientSession(
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
+        timeout = request.extensions.get("timeout", {})
+        proxy = self.proxy
+        # httpx builds a redirect's request around the previous body's stream, unread; sent as
+        # a stream it would go chunked, even an empty GET's. Our bodies are small JSON.
+        body = await request.aread()
+        with _translated():
+            response = await self.client.request(
+                request.method,
+                str(request.url),
+                # .raw keeps the names as written (.items() would lower-case them).
+                headers=[
+                    (k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw
+                ],
+                data=body or None,
+                allow_redirects=False,  # HttpTarget follows them, deciding who gets headers
+                auto_decompress=False,  # read_capped inflates, within its cap
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                    connect=timeout.get("pool"),  # aiohttp: the pool's wait and the connect
+                ),
+                server_hostname=request.extensions.get("sni_hostname"),
+                proxy=str(proxy.url) if proxy else None,
+                proxy_auth=aiohttp.BasicAuth(*proxy.auth) if proxy and proxy.auth else None,
+                proxy_headers=proxy.headers if proxy else None,
+            )
+        version = response.version
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            stream=_Body(response),
+            request=request,
+            extensions={
+                "http_version": f"HTTP/{version.major}.{version.minor}".encode()
+                if version
+                else b"HTTP/1.1",
+                "reason_phrase": (response.reason or "").encode("latin-1", "replace"),
+            },
+        )
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body, read as it arrives; closing it early closes its connection."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _translated():
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        # A body not read to its end cannot be reused: aiohttp then closes the connection.
+        self._response.release()
+
+
+class Client(httpx.AsyncClient):
+    """An ``httpx.AsyncClient`` whose direct and proxied transports are ``Transport``.
+
+    Pass no ``transport``: httpx mounts the proxies of the environment only when it builds
+    the transports itself, through these two methods.
+    """
+
+    def _init_transport(
+        self,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = _LIMITS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> httpx.AsyncBaseTransport:
+        if transport is not None:
+            return transport
+        return Transport(verify=verify, cert=cert, trust_env=trust_env, limits=limits)
+
+    def _init_proxy_transport(
+        self,
+        proxy: httpx.Proxy,
+        verify: ssl.SSLContext | str | bool = True,
+        cert: Any = None,
+        trust_env: bool = True,
+        http1: bool = True,
+        http2: bool = False,
+        limits: httpx.Limits = _LIMITS,
+    ) -> httpx.AsyncBaseTransport:
+        if proxy.url.scheme not in ("http", "https"):
+            return _Unsupported(proxy.url.scheme)
+        return Transport(verify=verify, cert=cert, trust_env=trust_env, limits=limits, proxy=proxy)
+
+
+class _Unsupported(httpx.AsyncBaseTransport):
+    """A proxy aiohttp cannot speak to (SOCKS): every request fails as a connection error.
+
+    httpx without the socksio package refuses to build the client; a daemon should rather
+    report each query's failure, with what to change, than fail every run.
+    """
+
+    def __init__(self, scheme: str) -> None:
+        self._scheme = scheme
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise httpx.ProxyError(
+            f"{self._scheme}:// proxies are not supported; "
+            "set HTTP_PROXY, HTTPS_PROXY or ALL_PROXY to an http:// proxy",
+            request=request,
+        )
