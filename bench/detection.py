@@ -157,14 +157,18 @@ class World:
 @cache
 def alert_rules(path: Path = ALERTS) -> dict[str, AlertRule]:
     """The thresholds and `for:` of the quality alerts in alerts.yml, as runs of EVERY_S."""
-    # A limit is a number, or the suite's own threshold (`ragcanary_threshold{name="max_drop"}`),
-    # which the benchmark's suite leaves at its default.
-    limit = r"\s*(?:on\s*\([^)]*\)\s*)?(?:ragcanary_threshold\{name=\"(\w+)\"\}|([0-9.]+))"
+    # A limit is a number, or the suite's own threshold (`ragcanary:threshold{name="max_drop"}`,
+    # the fleet view of `ragcanary_threshold`), which the benchmark's suite leaves at its
+    # default. The rules read the fleet views (`ragcanary:<gauge>`) of the gauges.
+    limit = (
+        r"\s*(?:(?:on|ignoring)\s*\([^)]*\)\s*)?"
+        r"(?:ragcanary[:_]threshold\{name=\"(\w+)\"\}|([0-9.]+))"
+    )
     patterns = {
         "RagCanaryHitRateDrop": r"baseline_delta\{[^}]*hit_rate[^}]*\}\)*\s*>" + limit,
-        "RagCanaryScoreDrift": r"ragcanary_score_drifted_ratio\s*>" + limit,
-        "RagCanaryRankChurn": r"ragcanary_rank_overlap\s*<" + limit,
-        "RagCanaryNegativeLeak": r"ragcanary_negative_leaks\s*>" + limit,
+        "RagCanaryScoreDrift": r"ragcanary[:_]score_drifted_ratio\s*>" + limit,
+        "RagCanaryRankChurn": r"ragcanary[:_]rank_overlap\s*<" + limit,
+        "RagCanaryNegativeLeak": r"ragcanary[:_]negative_leaks\s*>" + limit,
     }
     rules = {}
     for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]:

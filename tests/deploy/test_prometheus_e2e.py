@@ -96,9 +96,16 @@ class Stack:
             f" and ragcanary_regression == 0"
             f" and ignoring (instance) ragcanary:last_run_answered == 1"
         )
+        # And the vector suite answered since the daemon (re)started: its series, on which the
+        # dashboards open, are in the latest scrape.
+        vectors = f'ragcanary:last_run_answered{{suite="{VECTOR_SUITE}"}} == 1'
         self.wait_for(
-            lambda: self.prometheus.query(healthy) and not self.prometheus.active(),
-            "a healthy run compared with the baseline and no active alert",
+            lambda: (
+                self.prometheus.query(healthy)
+                and self.prometheus.query(vectors)
+                and not self.prometheus.active()
+            ),
+            "a healthy run of both suites compared with the baseline and no active alert",
         )
 
 

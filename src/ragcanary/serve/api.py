@@ -15,7 +15,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 
 from ragcanary import __version__
-from ragcanary.config.units import DurationOutOfRange, parse_duration_between
+from ragcanary.config.units import (
+    MAX_DURATION_S,
+    DurationOutOfRange,
+    parse_duration,
+    parse_duration_between,
+)
 from ragcanary.errors import UsageError
 from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
 from ragcanary.serve.guard import Guard
@@ -255,7 +260,15 @@ def create_app(daemon: Service) -> FastAPI:
     ) -> dict[str, Any]:
         """Failure reports by normalised query, the most reported first (needs the admin token:
         they are what users asked)."""
-        start = datetime.now(UTC) - timedelta(seconds=_window(since)) if since else None
+        start = None
+        if since:
+            try:  # a filter, not a window to compute: longer than ten years is everything
+                seconds = min(parse_duration(since), MAX_DURATION_S)
+            except DurationOutOfRange:
+                seconds = MAX_DURATION_S
+            except ValueError as exc:
+                raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
+            start = datetime.now(UTC) - timedelta(seconds=seconds)
         rows = await storage(CandidateStore(daemon.store).list, status, signal, start)
         return {"candidates": rows}
 
