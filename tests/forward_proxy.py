@@ -11,48 +11,27 @@ from __future__ import annotations
 import select
 import socket
 import threading
-from types import TracebackType
 from urllib.parse import urlsplit
+
+from listener import Listener
 
 _HEAD_LIMIT = 65536
 
 
-class ForwardProxy:
+class ForwardProxy(Listener):
     """Use as a context manager; ``url`` is the proxy's own (``http://127.0.0.1:PORT``)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.seen: list[str] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.05)
-        self._closing = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> ForwardProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._closing.set()
-        self._thread.join(timeout=5)
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._closing.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+    def handle(self, conn: socket.socket) -> None:
+        self._serve(conn)
 
     def _serve(self, client: socket.socket) -> None:
         with client:
@@ -92,7 +71,7 @@ class ForwardProxy:
     def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
         """Copy bytes both ways until either side closes or the proxy stops."""
         peers = {client: upstream, upstream: client}
-        while not self._closing.is_set():
+        while not self.closing.is_set():
             readable, _, _ = select.select(list(peers), [], [], 0.05)
             for sock in readable:
                 try:

@@ -18,18 +18,17 @@ import socket
 import ssl
 import struct
 import subprocess
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from types import TracebackType
 from typing import Any, ClassVar
 
 import httpx
 import pytest
 from forward_proxy import ForwardProxy
+from listener import Listener
 from retrievers import FakeRetriever, ServerThread
 
 from ragcanary import __version__
@@ -69,44 +68,22 @@ def no_proxy_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.upper(), raising=False)
 
 
-class RawServer:
+class RawServer(Listener):
     """A TCP server on 127.0.0.1 that reads one request per connection and lets ``behave``
     answer it on the socket by hand; ``sent`` counts the body bytes ``behave`` got out."""
 
     def __init__(self, behave: Callable[[RawServer, socket.socket], None]) -> None:
+        super().__init__()
         self.behave = behave
         self.sent = 0
         self.requests: list[bytes] = []
-        self.closing = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.05)
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}/search"
+        return f"http://127.0.0.1:{self.port}/search"
 
-    def __enter__(self) -> RawServer:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.closing.set()
-        self._thread.join(timeout=5)
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self.closing.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def handle(self, conn: socket.socket) -> None:
+        self._serve(conn)
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
