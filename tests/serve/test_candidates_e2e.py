@@ -150,6 +150,10 @@ def test_failure_reports_are_checked_deduplicated_redacted_and_promoted(
         listed = json.loads(_cli(daemon, "candidates", "list", "--json"))
         assert [r["id"] for r in listed] == [r["id"] for r in rows]
         first = next(r for r in listed if r["query"] == "question 02")
+        shown = _cli(daemon, "candidates", "show", str(first["id"]))
+        assert "50 reports" in shown
+        assert "now on vendor: ok" in shown  # what the live target answers for it now
+        assert "rel-2" in shown
         _cli(
             daemon,
             "candidates",

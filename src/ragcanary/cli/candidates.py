@@ -13,10 +13,8 @@ from rich.table import Table
 
 from ragcanary.config.units import parse_duration
 from ragcanary.errors import UsageError
-from ragcanary.probe.embedding import open_embedder
-from ragcanary.probe.presets import make_target
+from ragcanary.probe.cycle import open_target
 from ragcanary.probe.target import make_client
-from ragcanary.redact import Redactor
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig
@@ -74,16 +72,11 @@ async def show_candidate(
         found.store.close()
     name = target or _target_of(loaded, row)
     cfg = loaded.config.targets[name]
-    redact = Redactor(loaded.secrets)
     async with make_client(cfg) as client, AsyncExitStack() as stack:
-        asked = make_target(name, cfg, client, redact)
-        stack.push_async_callback(asked.aclose)
+        asked, embed = await open_target(stack, loaded, name, client)
         vector = None
-        if cfg.embedding is not None:
-            embedder = await open_embedder(
-                stack, cfg.embedding, loaded.config.embeddings[cfg.embedding], redact
-            )
-            (embedded,) = await embedder.embed([row["query"]])
+        if embed is not None:
+            (embedded,) = await embed([row["query"]])
             if embedded.vector is None:
                 raise UsageError(f"the query could not be embedded: {embedded.error}")
             vector = embedded.vector

@@ -158,21 +158,13 @@ async def draft(loaded: LoadedConfig, target: str, queries: Path, depth: int) ->
     from contextlib import AsyncExitStack
 
     from ragcanary.probe.bootstrap import draft_suite, read_queries
-    from ragcanary.probe.embedding import open_embedder
-    from ragcanary.probe.presets import make_target
-    from ragcanary.redact import Redactor
+    from ragcanary.probe.cycle import open_target
 
     texts = read_queries(queries)
     cfg = loaded.config.targets[target]
-    redact = Redactor(loaded.secrets)
     async with make_client(cfg) as client, AsyncExitStack() as stack:
-        preset = make_target(target, cfg, client, redact)
-        stack.push_async_callback(preset.aclose)
-        embed = None
-        if cfg.embedding is not None:
-            endpoint = loaded.config.embeddings[cfg.embedding]
-            embed = (await open_embedder(stack, cfg.embedding, endpoint, redact)).embed
-        return await draft_suite(preset, texts, depth, concurrency=cfg.concurrency, embed=embed)
+        asked, embed = await open_target(stack, loaded, target, client)
+        return await draft_suite(asked, texts, depth, concurrency=cfg.concurrency, embed=embed)
 
 
 def import_collection(kind: str, paths: Sequence[Path], out: Path, split: str = "test") -> str:

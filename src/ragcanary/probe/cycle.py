@@ -13,8 +13,8 @@ from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.settings import Settings
 from ragcanary.measure.verdict import Policy
 from ragcanary.probe.embedding import open_embedder
-from ragcanary.probe.presets import make_target
-from ragcanary.probe.runner import TargetGate, run_suite
+from ragcanary.probe.presets import PresetTarget, make_target
+from ragcanary.probe.runner import Embed, TargetGate, run_suite
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
 
@@ -51,14 +51,8 @@ async def run_cycle(
     """
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
-    redact = Redactor(loaded.secrets)
     async with AsyncExitStack() as stack:
-        target = make_target(target_name, target_cfg, client, redact)
-        stack.push_async_callback(target.aclose)  # a SQL target's connections
-        embedder = None
-        if target_cfg.embedding is not None:
-            endpoint = loaded.config.embeddings[target_cfg.embedding]
-            embedder = await open_embedder(stack, target_cfg.embedding, endpoint, redact)
+        target, embed = await open_target(stack, loaded, target_name, client)
         run = await run_suite(
             suite_name,
             loaded.suites[suite_name],
@@ -69,6 +63,22 @@ async def run_cycle(
             on_result=on_result,
             gate=gate,
             run_id=run_id,
-            embed=embedder.embed if embedder is not None else None,
+            embed=embed,
         )
     return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)
+
+
+async def open_target(
+    stack: AsyncExitStack, loaded: LoadedConfig, name: str, client: httpx.AsyncClient
+) -> tuple[PresetTarget, Embed | None]:
+    """Target ``name`` of ``loaded`` on ``client``, and its query embedder when it has one;
+    both closed with ``stack``."""
+    config = loaded.config.targets[name]
+    redact = Redactor(loaded.secrets)
+    target = make_target(name, config, client, redact)
+    stack.push_async_callback(target.aclose)  # a SQL target's connections
+    if config.embedding is None:
+        return target, None
+    endpoint = loaded.config.embeddings[config.embedding]
+    embedder = await open_embedder(stack, config.embedding, endpoint, redact)
+    return target, embedder.embed
