@@ -297,6 +297,18 @@ class HttpTarget:
         """A preset's lookup of ``ids``; may raise ``QueryFailed``. None: cannot tell."""
         return None
 
+    async def _fetch_json(self, url: str) -> Any:
+        """GET ``url`` and its JSON (a preset's look-up); raises ``QueryFailed`` for every
+        failure."""
+        request = self._client.build_request(
+            "GET", url, headers=self._headers, timeout=httpx.Timeout(self._config.timeout)
+        )
+        body = await self._exchange(request)
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise QueryFailed("bad_response", f"the answer of GET {url} is not JSON") from exc
+
     async def _ask(self, request: httpx.Request, accept: Container[int] = ()) -> tuple[int, Any]:
         """The status and JSON answer of one lookup, retried like a query; ``QueryFailed`` else.
 

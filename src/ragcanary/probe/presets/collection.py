@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,17 +57,6 @@ class CollectionTarget(HttpTarget):
 
     async def _list_names(self) -> list[str]:
         raise NotImplementedError
-
-    async def _fetch_json(self, url: str) -> Any:
-        """GET ``url`` and its JSON; raises ``QueryFailed`` for every failure."""
-        request = self._client.build_request(
-            "GET", url, headers=self._headers, timeout=httpx.Timeout(self._config.timeout)
-        )
-        body = await self._exchange(request)
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            raise QueryFailed("bad_response", f"the answer of GET {url} is not JSON") from exc
 
     async def _lookup_json(self, url: str, where: str = "") -> Any:
         """``_fetch_json``, with a 404 said as "not found" naming the collections there."""

@@ -9,7 +9,6 @@ a similarity: higher is better.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -78,14 +77,8 @@ class RushDBTarget(HttpTarget):
     async def _no_index(self, reason: str) -> str:
         """``reason``, and the (label, property) pairs that do have an embedding index."""
         sent = self.last_request  # `validate --live` shows the search, not this look-up
-        request = self._client.build_request(
-            "GET",
-            f"{self._api}/ai/indexes",
-            headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
-        )
         try:
-            listed = json.loads(await self._exchange(request))
+            listed = await self._fetch_json(f"{self._api}/ai/indexes")
             names = [f"{i['label']}.{i['propertyName']}" for i in listed["data"]]
         except (QueryFailed, ValueError, TypeError, KeyError):
             return f"{reason}; check collection: (the label) and text_field: (the property)"

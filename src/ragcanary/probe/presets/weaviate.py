@@ -153,14 +153,8 @@ class WeaviateTarget(HttpTarget):
     async def _not_found(self, message: str) -> str:
         """``message``, and the classes there are to choose from."""
         sent = self.last_request  # `validate --live` shows the query, not this look-up
-        request = self._client.build_request(
-            "GET",
-            f"{self._base}/v1/schema",
-            headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
-        )
         try:
-            schema = json.loads(await self._exchange(request))
+            schema = await self._fetch_json(f"{self._base}/v1/schema")
             names = [c["class"] for c in schema["classes"]]
         except (QueryFailed, ValueError, TypeError, KeyError):
             return f"{message}; check collection:"
