@@ -275,6 +275,18 @@ def test_list_runs_gives_summaries_with_aware_utc_times(listed: Store) -> None:
     assert (newest["outcome"], newest["coverage"], newest["duration_s"]) == ("ok", 1.0, 1.25)
 
 
+def test_a_summary_carries_the_deltas_against_the_baseline_or_none(store: Store) -> None:
+    """The deltas come out of the stored report: present with a baseline, None without."""
+    compared = make_report("compared", NOW + timedelta(minutes=5))
+    compared["baseline"] = {"run_id": "first", "deltas": {"hit_rate@5": -0.25, "mrr": 0.0}}
+    store.save_run(make_report("first"))
+    store.save_run(compared)
+    newest, first = store.list_runs()
+    assert newest["deltas"] == {"hit_rate@5": -0.25, "mrr": 0.0}
+    assert first["deltas"] is None
+    assert store.latest_run("core", "search") == newest
+
+
 def test_offsets_are_compared_as_instants_and_reports_keep_their_text(store: Store) -> None:
     """12:00 written as 14:00+02:00 sorts before 12:30Z, and reads back as 12:00 UTC."""
     east = datetime(2026, 11, 22, 14, 0, tzinfo=timezone(timedelta(hours=2))).isoformat()
