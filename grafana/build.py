@@ -15,6 +15,10 @@ must show one line, not one per replica: gauges of a run are read through ``late
 replicas that show the pair's newest run, like the fleet view of deploy/prometheus/alerts.yml),
 timestamps and thresholds through ``fleet`` (the largest), and counters and histograms are
 summed (``increase``, ``quantile``). One daemon is the case of one replica.
+
+Panels that show one series per pair (and the fleet table's rows) link to that pair's pages of
+the daemon (``/ui/latest``, ``/ui/diff``, and the run at a clicked time), on the base URL the
+hidden ``ui_url`` variable reads from ``ragcanary_ui_info``, as the alerts' ``ui_url`` does.
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ ALERTS = (
     'ALERTS{alertname=~"RagCanary.*", alertstate="firing", suite=~"$suite|", target=~"$target|"}'
 )
 CUT_OFF_METRICS = ("hit_rate", "ndcg", "recall", "precision")
+# The daemon's web pages (issue 17) on the base URL the daemons export in ragcanary_ui_info:
+# raw, since Grafana must not escape the URL's own ":" and "/"; suite and target names are
+# escaped as query values (percentencode), whatever characters the config gave them.
+UI = "${ui_url:raw}"
+UI_QUERY = "label_values(ragcanary_ui_info, url)"
+# Panels whose series are one line per pair (their legend names the target) link to its pages.
+LINKED_PANELS = {"timeseries", "state-timeline", "stat", "bargauge"}
 # The labels that tell replicas of one daemon apart (`pod` under a ServiceMonitor).
 REPLICA_LABELS = "instance, pod"
 
@@ -227,7 +238,8 @@ def variable(name: str, label: str, definition: str, *, multi: bool) -> Json:
 
 
 def templating(*, one_suite: bool) -> Json:
-    """The variables of every dashboard: the data source, then ``suite`` and ``target``."""
+    """The variables of every dashboard: the data source, ``suite`` and ``target``, and the
+    hidden ``ui_url`` the links to the daemon's pages start with."""
     datasource = {
         "type": "datasource",
         "name": "datasource",
@@ -248,7 +260,39 @@ def templating(*, one_suite: bool) -> Json:
         'label_values(ragcanary_runs_total{suite=~"$suite"}, target)',
         multi=True,
     )
-    return {"list": [datasource, suite, target]}
+    # Sorted like the alerts' ui_url annotation: several URLs (a rollout), the first of them.
+    ui_url = {**variable("ui_url", "UI URL", UI_QUERY, multi=False), "hide": 2}
+    return {"list": [datasource, suite, target, ui_url]}
+
+
+def ui_links(p: Json, *, one_suite: bool) -> Json:
+    """``p`` with data links to the pages of the pair each value belongs to, where it has one:
+    a table row's pair, or a series' (one-suite dashboards take the suite from ``$suite``)."""
+    if p["type"] == "table":
+        pair = "suite=${__data.fields.suite:percentencode}"
+        pair += "&target=${__data.fields.target:percentencode}"
+        pages = [
+            ("Newest run", f"{UI}/ui/latest?{pair}"),
+            ("Diff with the baseline", f"{UI}/ui/diff?{pair}"),
+        ]
+    elif p["type"] in LINKED_PANELS and all(
+        "{{target}}" in t["legendFormat"] and (one_suite or "{{suite}}" in t["legendFormat"])
+        for t in p["targets"]
+    ):
+        suite = "${suite:percentencode}" if one_suite else "${__field.labels.suite:percentencode}"
+        pair = f"suite={suite}&target=${{__field.labels.target:percentencode}}"
+        pages = [("Newest run", f"{UI}/ui/latest?{pair}")]
+        if p["type"] in ("timeseries", "state-timeline"):  # a point in time was clicked
+            pages.append(("Run at this time", f"{UI}/ui/latest?{pair}&at=${{__value.time}}"))
+        pages.append(("Diff with the baseline", f"{UI}/ui/diff?{pair}"))
+    else:
+        return p
+    links = [
+        {"title": f"{title} (ragcanary UI)", "url": url, "targetBlank": True}
+        for title, url in pages
+    ]
+    defaults = {**p["fieldConfig"]["defaults"], "links": links}
+    return {**p, "fieldConfig": {**p["fieldConfig"], "defaults": defaults}}
 
 
 def alert_annotations() -> Json:
@@ -300,6 +344,9 @@ def dashboard(
     one_suite: bool,
 ) -> Json:
     """A whole dashboard in Grafana's JSON model."""
+    rows = [(height, [ui_links(p, one_suite=one_suite) for p in ps]) for height, ps in rows]
+    # The daemon's own pages: the fleet, or the suite's pairs on it.
+    fleet_page = f"{UI}/ui/?suite=${{suite:percentencode}}" if one_suite else f"{UI}/ui/"
     return {
         "uid": uid,
         "title": title,
@@ -328,7 +375,19 @@ def dashboard(
                 "targetBlank": False,
                 "tooltip": "",
                 "url": "",
-            }
+            },
+            {
+                "type": "link",
+                "title": "ragcanary UI",
+                "url": fleet_page,
+                "asDropdown": False,
+                "includeVars": False,  # the pages take suite= and target=, not var-suite=
+                "keepTime": False,
+                "icon": "external link",
+                "targetBlank": True,
+                "tooltip": "The daemon's pages: runs, diffs with the baseline, canaries over time",
+                "tags": [],
+            },
         ],
         "annotations": alert_annotations(),
         "templating": templating(one_suite=one_suite),

@@ -45,7 +45,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "0.0.0.0:9464",
     ),
     "Config.ui_url": (
-        "The base URL people open the web pages (`/ui/`) at, when it is not `listen` (a proxy, an ingress); the daemon cannot know it. Links from alerts and dashboards are built on it: `UI_URL/ui/latest?suite=S&target=T`, `UI_URL/ui/diff?suite=S&target=T`. Env: `RAGCANARY_UI_URL`.",
+        "The base URL people open the web pages (`/ui/`) at, when it is not `listen` (a proxy, an ingress); the daemon cannot know it. Links from alerts and dashboards are built on it: `UI_URL/ui/latest?suite=S&target=T`, `UI_URL/ui/diff?suite=S&target=T`. Exported as `ragcanary_ui_info{url}`, which the alert rules' `ui_url` annotation and the dashboards' `ui_url` variable read; unset, `http://LISTEN` is exported when `listen` names one host, and nothing for 0.0.0.0 or `::`. Env: `RAGCANARY_UI_URL`.",
         "https://ragcanary.example.com",
     ),
     "Config.log_level": ("Log level. Env: `RAGCANARY_LOG_LEVEL`.", "warning"),

@@ -112,3 +112,38 @@ def test_unit_tests_cover_a_one_minute_and_a_one_hour_schedule() -> None:
     text = UNIT_TESTS.read_text(encoding="utf-8")
     assert "0+60x" in text, "no suite run every minute"
     assert "0x59 3600x" in text, "no suite run hourly"
+
+
+# The base every link is built on: the alphabetically first URL the daemons export, or nothing.
+# (Folded YAML joins the template's lines with a space, which each "{{-" trims.)
+UI_BASE = '{{ with query "max by (url) (ragcanary_ui_info)" | sortByLabel "url" }} '
+PAIR_LINK = re.compile(
+    re.escape(UI_BASE + '{{- . | first | label "url" }}')
+    + r"/ui/(latest|diff|)\?suite=\{\{ \$labels\.suite \| urlquery \}\}"
+    + re.escape(' {{- "&target=" }}{{ $labels.target | urlquery }}{{ end }}')
+)
+
+
+@PER_RULE
+def test_alert_links_to_the_ui_page_of_its_pair_or_to_the_fleet_page(rule: dict[str, Any]) -> None:
+    """ui_url is the contract for tooling: the page of the alert's suite and target, escaped."""
+    url = rule["annotations"].get("ui_url")
+    assert url, f"{rule['alert']} has no ui_url"
+    if rule["alert"] in DAEMON_WIDE | JOB_WIDE:
+        assert url == UI_BASE + '{{- . | first | label "url" }}/ui/{{ end }}'
+    else:
+        assert PAIR_LINK.fullmatch(url), url
+
+
+def test_unit_tests_expect_a_ui_url_with_every_firing_alert() -> None:
+    document = yaml.safe_load(UNIT_TESTS.read_text(encoding="utf-8"))
+    expected = [
+        alert["exp_annotations"]
+        for test in document["tests"]
+        for check in test.get("alert_rule_test", [])
+        for alert in check.get("exp_alerts") or []
+    ]
+    assert expected
+    missing = [a["summary"] for a in expected if "ui_url" not in a]
+    assert not missing, f"exp_annotations without ui_url: {missing}"
+    assert "" in [a["ui_url"] for a in expected], "no test of an alert without ragcanary_ui_info"

@@ -44,7 +44,7 @@ def _exported_labels() -> dict[str, set[str]]:
     exporter = Exporter()
     limits = {"max_drop": 0.02, "min_rank_overlap": 0.7, "hit_rate@5": 0.6}
     spec = SuitePairs(targets=("search",), ks=(1, 5), thresholds=limits, interval_seconds=60.0)
-    exporter.load({"core": spec}, config_hash="0123456789ab")
+    exporter.load({"core": spec}, config_hash="0123456789ab", ui_url="http://127.0.0.1:9464")
     exporter.observe_run(
         {
             "suite": "core",
@@ -381,14 +381,15 @@ def test_suite_and_target_variables_are_defined_and_used(name: str) -> None:
     """Each dashboard offers the data source, suite and target pickers, and every one is used."""
     board = BOARDS[name]
     found = variables(board)
-    assert list(found) == ["datasource", "suite", "target"]
+    assert list(found) == ["datasource", "suite", "target", "ui_url"]
     assert found["suite"]["query"]["query"] == "label_values(ragcanary_runs_total, suite)"
     assert found["target"]["query"]["query"] == (
         'label_values(ragcanary_runs_total{suite=~"$suite"}, target)'
     )
     text = json.dumps(board["panels"])
     for variable in found:
-        assert f"${variable}" in text or f"${{{variable}}}" in text, f"${variable} is unused"
+        used = (f"${variable}", f"${{{variable}}}", f"${{{variable}:")
+        assert any(form in text for form in used), f"${variable} is unused"
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
@@ -464,3 +465,64 @@ def test_every_query_parses_with_promtool(promtool: str, tmp_path: Path) -> None
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"SUCCESS: {len(rules)} rules found" in checked.stdout
+
+
+LINK = re.compile(r"\$\{ui_url:raw\}/ui/(?P<page>latest|diff|)\?(?P<query>.*)")
+
+
+def data_links(board: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(panel type, panel title, url) of every data link of ``board``."""
+    return [
+        (p["type"], p["title"], link["url"])
+        for p in board["panels"]
+        for link in p["fieldConfig"]["defaults"].get("links", [])
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_the_ui_url_variable_is_the_hidden_base_url_the_daemons_export(name: str) -> None:
+    """One value, the alphabetically first URL like the alerts' ui_url, from an exported series."""
+    variable = variables(BOARDS[name])["ui_url"]
+    assert variable["query"]["query"] == "label_values(ragcanary_ui_info, url)"
+    assert (variable["hide"], variable["multi"], variable["includeAll"]) == (2, False, False)
+    assert variable["sort"] == 1  # alphabetical, ascending
+    assert "url" in EXPORTED["ragcanary_ui_info"]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_dashboards_link_to_the_ui_pages_of_each_pair(name: str) -> None:
+    """Every panel that shows one series per pair links to that pair's run and diff pages, with
+    the names escaped as query values; the link bar leads to the fleet page."""
+    board = BOARDS[name]
+    one_suite = variables(board)["suite"]["multi"] is False
+    per_pair = [
+        p
+        for p in board["panels"]
+        if p["type"] != "heatmap"
+        and all("{{target}}" in t.get("legendFormat", "") for t in p["targets"])
+    ]
+    assert per_pair
+    linked = {title for _, title, _ in data_links(board)}
+    assert {p["title"] for p in per_pair} <= linked
+    suite = "${suite:percentencode}" if one_suite else "${__field.labels.suite:percentencode}"
+    for kind, title, url in data_links(board):
+        match = LINK.fullmatch(url)
+        assert match, f"{title}: {url}"
+        assert match["page"] in ("latest", "diff"), url
+        if kind == "table":
+            expected = "suite=${__data.fields.suite:percentencode}"
+            expected += "&target=${__data.fields.target:percentencode}"
+        else:
+            expected = f"suite={suite}&target=${{__field.labels.target:percentencode}}"
+        assert match["query"] in (expected, expected + "&at=${__value.time}"), url
+    pages = {
+        (match["page"], "at=" in url)
+        for _, _, url in data_links(board)
+        if (match := LINK.fullmatch(url))
+    }
+    assert pages == {("latest", False), ("latest", True), ("diff", False)}
+    (fleet,) = [link for link in board["links"] if link["type"] == "link"]
+    assert fleet["url"] == (
+        "${ui_url:raw}/ui/?suite=${suite:percentencode}" if one_suite else "${ui_url:raw}/ui/"
+    )
+    assert fleet["includeVars"] is False  # the pages take suite=, not Grafana's var-suite=

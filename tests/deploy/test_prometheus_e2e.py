@@ -46,6 +46,8 @@ QUALITY = {
     "RagCanaryRankChurn",
     "RagCanaryNegativeLeak",
 }
+# The daemon's ui_url (by its name, where the fallback would be its listen address 127.0.0.1).
+UI_HOST = "localhost"
 DEADLINE_S = 60.0  # for a few runs of a 1s schedule to reach an alert, on a loaded machine
 # Grafana's built-in variables, as it would fill them for this short-lived stack.
 GRAFANA_BUILTINS = {"__rate_interval": "1m", "__interval": "2s", "__interval_ms": "2000"}
@@ -61,6 +63,11 @@ class Stack:
     prometheus: PrometheusServer
     embedder: EmbeddingServer  # embeds the vector suite's canaries
     started: float  # Unix time the stack came up, the start of the dashboards' time range
+
+    @property
+    def ui_url(self) -> str:
+        """The base URL the daemon is configured to link its pages from (RAGCANARY_UI_URL)."""
+        return f"http://{UI_HOST}:{self.daemon.port}"
 
     def set_mode(self, mode: str) -> None:
         response = httpx.post(f"{self.retriever.url}/mode", json={"mode": mode}, timeout=10)
@@ -159,7 +166,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         port = free_port()
         config = write_demo_config(directory / "demo", proxy.port, f"127.0.0.1:{port}", "1s")
         add_vector_suite(config, vector_db.url, embedder.url)
-        env = {"RAGCANARY_LOG_FORMAT": "json", "VENDOR_KEY": DEFAULT_API_KEY}
+        env = {
+            "RAGCANARY_LOG_FORMAT": "json",
+            "VENDOR_KEY": DEFAULT_API_KEY,
+            "RAGCANARY_UI_URL": f"http://{UI_HOST}:{port}",
+        }
         daemon = DaemonProcess(config, port, env=env)
         with running(daemon):
             server = PrometheusServer(directory / "prometheus", [f"127.0.0.1:{port}"], [rules])
@@ -237,6 +248,13 @@ def test_lost_documents_fire_hit_rate_drop_which_an_outage_then_silences(stack: 
     stack.set_mode("drop-docs")
     stack.wait_state("RagCanaryHitRateDrop", "firing", seen)
     assert "RagCanaryTargetUnavailable" not in seen
+    # Its link opens the diff with the baseline, where the documents that left are shown.
+    (alert,) = [
+        a for a in stack.prometheus.alerts() if a["labels"]["alertname"] == "RagCanaryHitRateDrop"
+    ]
+    link = alert["annotations"]["ui_url"]
+    assert link == f"{stack.ui_url}/ui/diff?suite={SUITE}&target={TARGET}"
+    assert httpx.get(link, timeout=10).status_code == 200
     # The quality gauges keep the degraded run's values through the outage that follows;
     # the rules must not read them as a still-ongoing hit-rate drop.
     outage: set[str] = set()
@@ -275,6 +293,17 @@ def test_an_ndcg_only_regression_fires_regression_and_not_hit_rate_drop(stack: S
     failed = {(f["kind"], f["metric"].partition("@")[0]) for f in report["failures"]}
     assert failed == {("drop", "ndcg")}, report["failures"]
     assert all(d == 0 for m, d in report["baseline"]["deltas"].items() if "hit_rate" in m)
+    # Its ui_url opens the pair's newest run on the daemon, at the configured base URL.
+    link = alert["annotations"]["ui_url"]
+    assert link == f"{stack.ui_url}/ui/latest?suite={SUITE}&target={TARGET}"
+    page = httpx.get(link, follow_redirects=True, timeout=10)
+    assert page.status_code == 200, page.text
+    assert [r.status_code for r in page.history] == [307]  # /ui/latest redirects to the run
+    run_id = page.url.path.removeprefix("/ui/runs/")
+    assert page.url.path == f"/ui/runs/{run_id}", page.url
+    shown = httpx.get(f"{stack.daemon.url}/api/v1/runs/{run_id}", timeout=10).json()
+    assert (shown["suite"], shown["target"]) == (SUITE, TARGET)
+    assert TARGET in page.text
 
 
 def test_stopping_the_daemon_fires_one_alert_not_one_per_pair(stack: Stack) -> None:

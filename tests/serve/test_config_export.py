@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ragcanary.config.model import SuiteConfig
-from ragcanary.serve.config_export import config_hash, interval_seconds, verdict_thresholds
+from ragcanary.config.model import Config, SuiteConfig
+from ragcanary.serve.config_export import (
+    config_hash,
+    interval_seconds,
+    ui_base_url,
+    verdict_thresholds,
+)
 from ragcanary.serve.daemon import suite_pairs
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.suites.loaded import LoadedConfig, load_config
@@ -141,3 +146,38 @@ def test_a_reload_replaces_the_config_hash_and_removed_suites_lose_their_setting
     assert "aaaa" not in text
     assert "ragcanary_threshold{" not in text
     assert "ragcanary_interval_seconds{" not in text
+
+
+@pytest.mark.parametrize(
+    ("listen", "ui_url", "base"),
+    [
+        ("127.0.0.1:9464", None, "http://127.0.0.1:9464"),
+        ("canary.internal:9464", None, "http://canary.internal:9464"),
+        ("[::1]:9464", None, "http://[::1]:9464"),
+        ("0.0.0.0:9464", None, None),  # every address: none of them is known to be reachable
+        ("[::]:9464", None, None),
+        ("0.0.0.0:9464", "https://canary.example.com/rc", "https://canary.example.com/rc"),
+        ("127.0.0.1:9464", "https://canary.example.com", "https://canary.example.com"),
+    ],
+)
+def test_links_are_built_on_ui_url_else_on_a_concrete_listen_address(
+    listen: str, ui_url: str | None, base: str | None
+) -> None:
+    assert ui_base_url(Config(listen=listen, ui_url=ui_url)) == base
+
+
+def test_ui_info_shows_the_base_url_and_a_new_one_replaces_it() -> None:
+    exporter = Exporter(CollectorRegistry())
+    exporter.load(pairs(), ui_url="https://one.example.com")
+    exporter.load(pairs(), ui_url="https://two.example.com")
+    text = exporter.exposition().decode()
+    assert 'ragcanary_ui_info{url="https://two.example.com"} 1.0' in text
+    assert "one.example.com" not in text
+
+
+def test_no_base_url_exports_no_ui_info_series() -> None:
+    exporter = Exporter(CollectorRegistry())
+    exporter.load(pairs(), ui_url="https://one.example.com")
+    exporter.load(pairs())
+    assert "ragcanary_ui_info{" not in exporter.exposition().decode()
+    assert exporter.registry.get_sample_value("ragcanary_ui_info", {"url": ""}) is None

@@ -204,11 +204,17 @@ class ExporterThatFailsOnce(Exporter):
 
     fail_next = False
 
-    def load(self, pairs: Mapping[str, SuitePairs], *, config_hash: str | None = None) -> None:
+    def load(
+        self,
+        pairs: Mapping[str, SuitePairs],
+        *,
+        config_hash: str | None = None,
+        ui_url: str | None = None,
+    ) -> None:
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("the registry refused a series")
-        super().load(pairs, config_hash=config_hash)
+        super().load(pairs, config_hash=config_hash, ui_url=ui_url)
 
 
 @pytest.mark.anyio
@@ -252,6 +258,44 @@ async def test_a_reload_that_fails_to_apply_is_rolled_back(tmp_path: Path) -> No
             "hourly/vendor",
             "minutely/vendor",
         }
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        await daemon.keeper.close()
+
+
+@pytest.mark.anyio
+async def test_a_reload_that_changes_ui_url_replaces_the_ui_info_series(tmp_path: Path) -> None:
+    """Alert and dashboard links follow ui_url: the old URL's series goes, the new one comes."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "listen": "0.0.0.0:9464",  # no address to link to: only ui_url gives one
+        "ui_url": "https://old.example.com",
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"hourly": HOURLY},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": API_KEY}
+    exporter = Exporter()
+    daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
+    daemon._export_config(daemon.loaded)  # what startup() does
+    daemon.scheduler.start(paused=True)
+    daemon._schedule_all()
+    sample = exporter.registry.get_sample_value
+    try:
+        assert sample("ragcanary_ui_info", {"url": "https://old.example.com"}) == 1.0
+        config["ui_url"] = "https://new.example.com/ragcanary/"
+        path.write_text(config_yaml(config), encoding="utf-8")
+        assert (await daemon.reload()).status == 200
+        assert sample("ragcanary_ui_info", {"url": "https://new.example.com/ragcanary"}) == 1.0
+        assert sample("ragcanary_ui_info", {"url": "https://old.example.com"}) is None
+        del config["ui_url"]
+        path.write_text(config_yaml(config), encoding="utf-8")
+        assert (await daemon.reload()).status == 200
+        assert "ragcanary_ui_info{" not in exporter.exposition().decode()
     finally:
         daemon.scheduler.shutdown(wait=False)
         await daemon.keeper.close()

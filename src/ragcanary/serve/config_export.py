@@ -1,8 +1,9 @@
-"""What the exporter publishes of a loaded config: the verdict's thresholds, intervals, a hash."""
+"""What the exporter publishes of a loaded config: thresholds, intervals, a hash, the UI's URL."""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import itertools
 import json
 import statistics
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.triggers.cron import CronTrigger
 
-from ragcanary.config.model import SuiteConfig
+from ragcanary.config.model import Config, SuiteConfig
 from ragcanary.probe.cycle import settings_for
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
@@ -69,3 +70,20 @@ def config_hash(loaded: LoadedConfig) -> str:
     }
     text = Redactor(loaded.secrets)(json.dumps(effective, sort_keys=True, default=str))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def ui_base_url(config: Config) -> str | None:
+    """The base URL that links to the web pages are built on (``ragcanary_ui_info``).
+
+    ``ui_url`` when set; else ``http://LISTEN`` when ``listen`` names one host, which is where
+    the pages are (the demo, a daemon on a fixed address); else None: 0.0.0.0 and :: listen on
+    every address, none of which the daemon can tell is the one people reach it at.
+    """
+    if config.ui_url:
+        return config.ui_url
+    host, _, port = config.listen.rpartition(":")
+    try:
+        everywhere = ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:  # a host name
+        everywhere = False
+    return None if everywhere or not host else f"http://{host}:{port}"

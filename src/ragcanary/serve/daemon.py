@@ -34,7 +34,12 @@ from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
 from ragcanary.reports.report import failure_kinds, run_from_report, to_report
-from ragcanary.serve.config_export import config_hash, interval_seconds, verdict_thresholds
+from ragcanary.serve.config_export import (
+    config_hash,
+    interval_seconds,
+    ui_base_url,
+    verdict_thresholds,
+)
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.index_checks import IndexChecks
@@ -220,7 +225,7 @@ class Daemon:
         if self.replicas is not None:
             await self.replicas.beat()
             self._replica_task = asyncio.get_running_loop().create_task(self._keep_in_touch())
-        self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
+        self._export_config(self.loaded)
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
         self._schedule_all()
@@ -438,7 +443,7 @@ class Daemon:
             except Exception as exc:
                 log.exception("applying the config failed; rolled back")
                 self._restore_jobs(jobs)
-                self.exporter.load(suite_pairs(self.loaded), config_hash=config_hash(self.loaded))
+                self._export_config(self.loaded)
                 return self._rejected(500, [f"applying the config failed ({exc!r}); rolled back"])
             self.exporter.set_reload_result(True)
             warnings = tuple(
@@ -449,6 +454,11 @@ class Daemon:
                 log.warning(warning)
             log.info("config reloaded", **changes.as_dict()["jobs"])
             return ReloadResult(True, 200, changes=changes, warnings=warnings)
+
+    def _export_config(self, loaded: LoadedConfig) -> None:
+        """Lay out the exporter's series for ``loaded``: pairs, settings, hash, the UI's URL."""
+        pairs, ui_url = suite_pairs(loaded), ui_base_url(loaded.config)
+        self.exporter.load(pairs, config_hash=config_hash(loaded), ui_url=ui_url)
 
     def _rejected(self, status: int, problems: list[str]) -> ReloadResult:
         self.exporter.set_reload_result(False)
@@ -474,7 +484,7 @@ class Daemon:
         for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
             suite, _, target = key.partition("/")
             self._add_job(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
-        self.exporter.load(suite_pairs(loaded), config_hash=config_hash(loaded))
+        self._export_config(loaded)
         # Nothing below can fail: the new config is in.
         self.intake.configure(intake_settings(loaded))
         if self.replicas is not None:

@@ -241,6 +241,14 @@ class Exporter:
             ("hash",),
             registry=self._base,
         )
+        self._ui_info = Gauge(
+            "ragcanary_ui_info",
+            "Always 1; the base URL of the web pages (ui_url) is a label, for alert and dashboard"
+            " links.",
+            ("url",),
+            registry=self._base,
+        )
+        self._ui_url: str | None = None
         self._aggregates: frozenset[MetricWrapperBase] = frozenset(
             {
                 *self._cut_off.values(),
@@ -259,16 +267,24 @@ class Exporter:
             }
         )
 
-    def load(self, pairs: Mapping[str, SuitePairs], *, config_hash: str | None = None) -> None:
+    def load(
+        self,
+        pairs: Mapping[str, SuitePairs],
+        *,
+        config_hash: str | None = None,
+        ui_url: str | None = None,
+    ) -> None:
         """Lay out the series of the configured suites; forget those no longer configured.
 
         Called at start and on every accepted reload. Counters keep their values for pairs
         that stay; series of a k, case, threshold or pair that left the configuration are
         removed. ``config_hash`` replaces the one ``ragcanary_config_hash`` shows.
+        ``ui_url`` is the base URL ``ragcanary_ui_info`` shows; None exports no such series.
         """
         if config_hash is not None:
             self._config_hash.clear()
             self._config_hash.labels(config_hash).set(1)
+        self._set_ui_url(ui_url)
         wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
         for pair in set(self._layouts) - set(wanted):
             del self._layouts[pair]
@@ -293,6 +309,16 @@ class Exporter:
             else:
                 self._remove(pair, lambda metric, labels: metric is self._case_dropped)
             self._load_settings(pair, spec)
+
+    def _set_ui_url(self, url: str | None) -> None:
+        """Show ``url`` in ``ragcanary_ui_info``, in place of the previous one."""
+        if url == self._ui_url:
+            return  # unchanged: no scrape may catch the series missing
+        if self._ui_url is not None:
+            self._ui_info.remove(self._ui_url)
+        if url is not None:
+            self._ui_info.labels(url).set(1)
+        self._ui_url = url
 
     def _load_settings(self, pair: Pair, spec: SuitePairs) -> None:
         """Export the pair's thresholds and interval; drop those the new config no longer has."""
