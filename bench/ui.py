@@ -8,6 +8,8 @@ that store and its config (not started: no scheduler), and each page is requeste
 app itself (httpx's ASGI transport), so the time is the server's: routing, storage reads, the
 page's computation and rendering, without a network. Each page is also measured in bytes,
 with the scripts and stylesheets it loads. The fleet page is timed once more with 50 pairs.
+The candidates page lists the first page of 10,000 pending failure reports and asks a
+retriever that answers at once (its own process) for the live results of the first 20.
 
     .venv/bin/python bench/run.py ui            # what docs/performance.md reports
     .venv/bin/python bench/ui.py --backend sqlite --canaries 200    # one-off scales
@@ -43,12 +45,15 @@ from history import (
     postgres_unreachable,
 )
 from render import section, table, verdict
+from retriever import RetrieverProcess
 from sqlalchemy.pool import NullPool
 
+from ragcanary.config.model import TargetConfig
 from ragcanary.measure.metrics import aggregate
+from ragcanary.probe.target import make_client
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon
-from ragcanary.store.schema import baselines, run_row, runs
+from ragcanary.store.schema import baselines, candidates, run_row, runs
 from ragcanary.store.storage import Store, make_engine
 from ragcanary.suites.loaded import load_config
 
@@ -62,6 +67,8 @@ TAGS = 12
 REGRESSED_DAYS = 2  # the newest runs are regressions, as during an incident
 REPEAT = 7
 FLEET_PAIRS = 50  # the fleet page is also timed with this many pairs (their last day only)
+PENDING = 10_000  # failure reports waiting for review: the default cap of pending candidates
+SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 
 
 def suite_file(suite: list[Canary]) -> dict[str, Any]:
@@ -185,6 +192,46 @@ def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
     return time.perf_counter() - start
 
 
+def add_candidates(url: str, now: datetime, count: int = PENDING, seed: int = 2) -> None:
+    """``count`` pending candidates, each with its five last reports kept whole (as the intake
+    keeps them), naming the target and the ids the application retrieved."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        reports = rng.randint(1, 40)
+        last = now - timedelta(seconds=rng.randrange(7 * 86_400))
+        recent = [
+            {
+                "at": (last - timedelta(minutes=5 * j)).isoformat(),
+                "signal": rng.choice(SIGNALS),
+                "target": "search",
+                "ids": [f"doc-{rng.randrange(50_000)}" for _ in range(5)],
+                "note": None,
+                "source": f"app-{rng.randrange(20)}",
+            }
+            for j in range(min(reports, 5))
+        ]
+        signals = {r["signal"]: 1 for r in recent}
+        rows.append(
+            {
+                "key": f"{i:064x}",
+                "query": f"failure report {i}: why does search miss the page about topic {i % 97}",
+                "status": "pending",
+                "reports": reports,
+                "signals": signals,
+                "recent": recent,
+                "first_at": last - timedelta(days=1),
+                "last_at": last,
+            }
+        )
+    engine = make_engine(url, poolclass=NullPool)
+    with engine.begin() as conn:
+        conn.execute(candidates.insert(), rows)
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("ANALYZE")
+    engine.dispose()
+
+
 def add_pairs(url: str, suite: list[Canary], now: datetime, count: int) -> None:
     """Runs of the last day for ``count`` more targets of the suite (the run-level rows a
     fleet page reads; their per-case rows are left out)."""
@@ -211,13 +258,17 @@ def add_pairs(url: str, suite: list[Canary], now: datetime, count: int) -> None:
 
 
 def write_config(
-    directory: Path, url: str, suite: list[Canary], targets: list[str] | None = None
+    directory: Path,
+    url: str,
+    suite: list[Canary],
+    targets: list[str] | None = None,
+    search_url: str = "http://127.0.0.1:9/search",
 ) -> Path:
     (directory / "core.json").write_text(json.dumps(suite_file(suite)), encoding="utf-8")
     config = {
         "storage": url,
         "targets": {
-            name: {"url": "http://127.0.0.1:9/search", "body": {"q": "{query}"}}
+            name: {"url": search_url, "body": {"q": "{query}", "k": "{k}"}, "retries": 0}
             for name in targets or ["search"]
         },
         "suites": {
@@ -249,6 +300,9 @@ def pages(suite: list[Canary], steps: int) -> dict[str, str]:
         "case_7d": f"/ui/case?suite=core&case={middle}&target=search",
         "case_30d": f"/ui/case?suite=core&case={middle}&target=search&since=30d",
         "baselines": "/ui/baselines",
+        "stale_labels": "/ui/stale-labels",
+        "candidates": "/ui/candidates",
+        "candidates_filtered": "/ui/candidates?signal=abandoned&page=20",
     }
 
 
@@ -263,7 +317,10 @@ class Client:
     def get(self, path: str) -> httpx.Response:
         return self._runner.run(self._client.get(path))
 
-    def close(self) -> None:
+    def close(self, opened: list[httpx.AsyncClient] | None = None) -> None:
+        """Close the client, and ``opened`` (clients made on this loop by the daemon)."""
+        for other in opened or ():
+            self._runner.run(other.aclose())
         self._runner.run(self._client.aclose())
         self._runner.close()
 
@@ -320,15 +377,26 @@ def measure(backend: str, count: int) -> dict[str, Any]:
     gc.freeze()
     now = datetime.now(UTC).replace(microsecond=0)
     steps = DAYS * 86_400 // EVERY_S
-    with database(backend) as url, tempfile.TemporaryDirectory() as directory:
+    with (
+        database(backend) as url,
+        tempfile.TemporaryDirectory() as directory,
+        RetrieverProcess(0.0) as retriever,  # answers at once: the page's own time is timed
+    ):
         with Store.from_url(url) as store:
             store.migrate()
         print(f"  {backend}: filling {count} canaries x {DAYS} days", flush=True)
         fill_s = fill(url, suite, now)
+        add_candidates(url, now)
         print(f"  {backend}: filled in {fill_s:.0f} s", flush=True)
-        config = write_config(Path(directory), url, suite)
+        config = write_config(Path(directory), url, suite, search_url=retriever.url)
         loaded = load_config(config, {})
-        daemon = Daemon(config, {}, loaded)
+        opened: list[httpx.AsyncClient] = []  # the daemon's clients of the target, closed below
+
+        def clients(target: TargetConfig) -> httpx.AsyncClient:
+            opened.append(make_client(target))
+            return opened[-1]
+
+        daemon = Daemon(config, {}, loaded, client_factory=clients)
         client = Client(daemon)
         results: dict[str, Any] = {}
         try:
@@ -341,7 +409,7 @@ def measure(backend: str, count: int) -> dict[str, Any]:
                     flush=True,
                 )
         finally:
-            client.close()
+            client.close(opened)
             daemon.store.close()
         print(f"  {backend}: adding the last day of {FLEET_PAIRS - 1} more pairs", flush=True)
         add_pairs(url, suite, now, FLEET_PAIRS)
@@ -392,6 +460,9 @@ _PAGES = {
     "case_7d": "Case, 7 days (2,016 runs)",
     "case_30d": "Case, 30 days (8,640 runs)",
     "baselines": "Baselines",
+    "stale_labels": "Stale labels",
+    "candidates": f"Candidates, first page of {PENDING:,} pending, 20 asked live",
+    "candidates_filtered": "Candidates, one signal, page 20, 20 asked live",
     "fleet_many": f"Fleet of {FLEET_PAIRS} pairs (the others with a day of runs)",
     "fleet_many_cold": f"Fleet of {FLEET_PAIRS} pairs, first view",
 }

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from daemon_harness import DaemonProcess, config_yaml, free_port, running
+from daemon_harness import DaemonProcess, config_yaml, free_port, running, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -34,6 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
 ]
 ADMIN_TOKEN = "ui-admin-5f1c9e27d3"
+INGEST_TOKEN = "ui-ingest-8b0e41"
 SCRIPT_CASE = "script-injection"
 SCRIPT_QUERY = "<script>window.__owned = 1; alert('owned')</script> parse json"
 WIDTHS = (1280, 390)
@@ -159,7 +160,11 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
         }
         path = home / "ragcanary.yaml"
         path.write_text(config_yaml(config), encoding="utf-8")
-        env = {"RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN, "RAGCANARY_LOG_FORMAT": "json"}
+        env = {
+            "RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN,
+            "RAGCANARY_INGEST_TOKEN": INGEST_TOKEN,
+            "RAGCANARY_LOG_FORMAT": "json",
+        }
         with running(DaemonProcess(path, port, env)) as process:
             process.wait_runs("demo", "demo-bm25", 1, RUN_TIMEOUT_S, outcome="ok")
             httpx.post(f"{retriever.url}/mode", json={"mode": "drop-docs"}, timeout=5)
@@ -274,6 +279,67 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     _shot(page, shots, "baselines", width)
 
 
+@pytest.fixture(scope="module")
+def reported(daemon: DaemonProcess) -> DaemonProcess:
+    """Failure reports posted by the application and stored: the most reported is json."""
+    reports = [
+        *[{"query": "parse json into a dict", "signal": "thumbs_down", "ids": ["json.dumps"]}] * 3,
+        {"query": SCRIPT_QUERY, "signal": "rephrased", "source": "web", "note": "<b>note</b>"},
+        {"query": "read a csv file from ana@example.com", "signal": "abandoned"},
+    ]
+    auth = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    for body in reports:
+        response = daemon.post(
+            "/api/v1/candidates", json={**body, "target": "demo-bm25"}, headers=auth
+        )
+        assert response.status_code == 202, response.text
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    wait_for(
+        lambda: len(httpx.get(daemon.url + "/api/v1/candidates", headers=admin, timeout=10)
+                    .json()["candidates"]) == 3,
+        RUN_TIMEOUT_S,
+        "the three candidates stored",
+    )  # fmt: skip
+    return daemon
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_candidates_page_lists_the_most_reported_with_live_results(
+    reported: DaemonProcess, page: Any, shots: Path, width: int
+) -> None:
+    """From the nav to the candidates: most reported first, its live hits from the demo
+    retriever, the <script> query as text; the stale labels page too; no sideways scroll."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(reported.url + "/ui/")
+    page.get_by_role("link", name="Candidates").click()
+    page.wait_for_url(re.compile(r"/ui/candidates$"))
+    cards = page.locator("article.candidate")
+    assert cards.count() == 3
+    first = cards.first
+    assert first.locator(".query").inner_text() == "parse json into a dict"
+    assert "3 reports" in first.locator("h3").inner_text()
+    assert first.locator(".live").get_attribute("data-live") == "ok"
+    assert first.locator(".live li").count() > 0
+    queries = page.locator("article.candidate .query").all_inner_texts()
+    assert SCRIPT_QUERY in queries
+    assert "read a csv file from <email>" in queries  # redacted before it was stored
+    assert page.evaluate("() => window.__owned") is None
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "candidates", width)
+
+    first.locator("h3 a").click()
+    page.wait_for_url(re.compile(r"/ui/candidates/\d+$"))
+    assert page.locator(".live li").count() > 0
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "candidate", width)
+
+    page.get_by_role("link", name="Stale labels").click()
+    page.wait_for_url(re.compile(r"/ui/stale-labels$"))
+    assert "demo · demo-bm25" in page.locator("h2").all_inner_texts()[0]
+    _no_horizontal_scroll(page)
+    _shot(page, shots, "stale-labels", width)
+
+
 def test_a_relevant_id_that_left_is_shown_leaving_on_the_case_page(
     daemon: DaemonProcess, page: Any
 ) -> None:
@@ -326,6 +392,8 @@ def test_text_contrast_is_at_least_4_5_to_1_on_every_page(daemon: DaemonProcess,
         "/ui/diff?suite=demo&target=demo-bm25",
         "/ui/case?suite=demo&case=json-dumps&target=demo-bm25",
         "/ui/baselines",
+        "/ui/candidates",
+        "/ui/stale-labels",
     ]
     for path in paths:
         page.goto(daemon.url + path)

@@ -228,7 +228,7 @@ async def test_the_diff_marks_the_relevant_id_that_left_beside_the_other_list(
     assert left is not None
     assert "doc-7" in left.group(0)
     assert ">left<" in left.group(0)
-    assert "relevant ids that left: <code>doc-7</code> (was #1)" in article
+    assert "relevant ids that left: <code>doc-7</code> (was #1; left the top-5)" in article
 
 
 async def test_user_and_target_text_is_escaped_on_every_page(

@@ -44,6 +44,7 @@ from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.index_checks import IndexChecks
 from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings
+from ragcanary.serve.live_search import OnAnswer, search_now
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.serve.replicas import (
     DEAD_AFTER_S,
@@ -767,6 +768,14 @@ class Daemon:
             log.exception("index lookup failed", suite=key.suite, target=key.target)
         self.index_checks.remember(pair, question, missing)
         return self.index_checks.last(pair)
+
+    async def search(
+        self, target: str, queries: list[str], depth: int, on_answer: OnAnswer
+    ) -> None:
+        """Ask ``target`` for each of ``queries`` now, on the runs' client and within their
+        limits (``serve.live_search``): the candidates page's live results."""
+        client, gate = self._client(target), self._gate(target)
+        await search_now(self.loaded, target, client, gate, queries, depth, on_answer)
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); the next run compares with it."""

@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from ragcanary.serve.exporter import Exporter
 from ragcanary.serve.intake import Intake
+from ragcanary.serve.live_search import OnAnswer
 from ragcanary.serve.reloading import ReloadResult
 from ragcanary.serve.replicas import Replicas
 from ragcanary.store.keeper import RunKeeper
@@ -46,6 +47,13 @@ class Service(Protocol):
 
     def next_runs(self) -> list[dict[str, Any]]:
         """The schedule: each job and its next run time."""
+        ...
+
+    async def search(
+        self, target: str, queries: list[str], depth: int, on_answer: OnAnswer
+    ) -> None:
+        """Ask ``target`` for each of ``queries`` now, within its limits; ``on_answer(index,
+        answer)`` as each comes back (the candidates page's live results)."""
         ...
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:

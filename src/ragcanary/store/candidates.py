@@ -137,6 +137,29 @@ class CandidateStore:
         conn.execute(delete(candidates).where(candidates.c.candidate_id.in_(ids)))
         return {"cap": len(ids)}
 
+    def pending_page(
+        self, signal: str | None, limit: int, offset: int = 0
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One page of the pending candidates (of ``signal``), the most reported first, and
+        how many there are in all: the web page's list, which never reads the whole queue."""
+        where = [candidates.c.status == "pending"]
+        if signal is not None:
+            where.append(candidates.c.signals[signal].as_integer().is_not(None))
+        query = (
+            select(candidates)
+            .where(*where)
+            .order_by(
+                candidates.c.reports.desc(), candidates.c.last_at.desc(), candidates.c.candidate_id
+            )
+            .limit(limit)
+            .offset(offset)
+        )
+        with self.store.reading() as conn:
+            total = conn.execute(select(func.count()).select_from(candidates).where(*where))
+            count = int(total.scalar_one())
+            rows = [_row(r._mapping) for r in conn.execute(query)]
+        return rows, count
+
     def list(
         self,
         status: Status | None = "pending",

@@ -79,6 +79,22 @@ def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any
         }
 
 
+def stale_findings(store: Store, run_ids: Iterable[str]) -> dict[str, list[dict[str, Any]] | None]:
+    """The stale labels each of the stored runs ``run_ids`` found (its report's
+    ``stale_labels``: case, id, reason), by run_id; None where the run could not tell."""
+    wanted = sorted(set(run_ids))
+    if not wanted:
+        return {}
+    query = select(runs.c.run_id, runs.c.report["stale_labels"]).where(runs.c.run_id.in_(wanted))
+    with store.reading() as conn:
+        return {
+            run_id: [dict(s) for s in found if isinstance(s, dict)]
+            if isinstance(found, list)
+            else None
+            for run_id, found in conn.execute(query)
+        }
+
+
 def run_heads(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The run-level reports (no cases) of the stored runs among ``run_ids``, by run_id."""
     wanted = sorted(set(run_ids))

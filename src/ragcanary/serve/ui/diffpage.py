@@ -20,6 +20,7 @@ class Slot:
     change: str  # "left" / "entered" (not in the other list), "moved", or "kept"
     other_rank: int | None  # its rank on the other side
     score_delta: float | None  # after - before, when it is on both sides
+    stale: str | None = None  # a relevant id that is a stale label: why, in words
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class CaseDiff:
     after: list[Slot]
     left: list[Mapping[str, Any]]
     entered: list[Mapping[str, Any]]
+    stale: Mapping[str, str]  # the case's stale labels in the later run: id -> why, in words
 
 
 def _ranked(entry: Mapping[str, Any] | None, depth: int) -> list[tuple[str, float | None]]:
@@ -63,6 +65,7 @@ def _side(
     relevant: Collection[str],
     absent: str,
     before: bool,
+    stale: Mapping[str, str],
 ) -> list[Slot]:
     ranks = {doc: rank for rank, (doc, _) in enumerate(other, start=1)}
     scores = dict(other)
@@ -75,7 +78,9 @@ def _side(
             assert other_score is not None
             delta = (other_score - score) if before else (score - other_score)
         change = absent if other_rank is None else ("kept" if other_rank == rank else "moved")
-        slots.append(Slot(rank, doc, score, doc in relevant, change, other_rank, delta))
+        marked = doc in relevant
+        why = stale.get(doc) if marked else None
+        slots.append(Slot(rank, doc, score, marked, change, other_rank, delta, why))
     return slots
 
 
@@ -85,8 +90,10 @@ def case_diffs(
     after: Mapping[str, Any],
     depth: int,
     relevant: Mapping[str, Collection[str]],
+    stale: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[CaseDiff]:
-    """The changed cases of a ``diff_reports`` result with both runs' lists, cut to ``depth``."""
+    """The changed cases of a ``diff_reports`` result with both runs' lists, cut to ``depth``;
+    ``stale``: per case, its relevant ids that are stale labels and why, in words."""
     old = {str(c.get("id")): c for c in before.get("cases") or ()}
     new = {str(c.get("id")): c for c in after.get("cases") or ()}
     out = []
@@ -94,6 +101,7 @@ def case_diffs(
         case_id = str(case["id"])
         first, second = _ranked(old.get(case_id), depth), _ranked(new.get(case_id), depth)
         marked = relevant.get(case_id, ())
+        gone = (stale or {}).get(case_id, {})
         out.append(
             CaseDiff(
                 id=case_id,
@@ -103,10 +111,11 @@ def case_diffs(
                 metrics=case["metrics"],
                 rbo=case.get("rbo"),
                 top_score_delta=case.get("top_score_delta"),
-                before=_side(first, second, marked, "left", before=True),
-                after=_side(second, first, marked, "entered", before=False),
+                before=_side(first, second, marked, "left", before=True, stale=gone),
+                after=_side(second, first, marked, "entered", before=False, stale=gone),
                 left=case["left"],
                 entered=case["entered"],
+                stale=gone,
             )
         )
     return out

@@ -75,6 +75,7 @@ def head_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     """What the fleet shows of a run-level report: small enough to remember for every pair."""
     baseline = report.get("baseline") or {}
     failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
+    stale = report.get("stale_labels")
     return {
         "run_id": report.get("run_id"),
         "started_at": report.get("started_at"),
@@ -87,6 +88,7 @@ def head_summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "score_drift": baseline.get("score_drift"),
         "rank_overlap": baseline.get("rank_overlap"),
         "embedding_drift": baseline.get("embedding_drift"),
+        "stale_labels": len(stale) if isinstance(stale, list) else None,  # None: cannot tell
     }
 
 
@@ -128,6 +130,7 @@ class PairRow:
     score_drift: float | None = None
     rank_overlap: float | None = None
     embedding_drift: float | None = None
+    stale_labels: int | None = None  # what the newest answered run found; None: cannot tell
     reasons: list[str] = field(default_factory=list)
     more_reasons: int = 0
     hit_series: list[float | None] = field(default_factory=list)
@@ -192,6 +195,8 @@ def pair_row(
         row.score_drift = _number(answered.get("score_drift"))
         row.rank_overlap = _number(answered.get("rank_overlap"))
         row.embedding_drift = _number(answered.get("embedding_drift"))
+        found = answered.get("stale_labels")
+        row.stale_labels = found if isinstance(found, int) else None
     return row
 
 

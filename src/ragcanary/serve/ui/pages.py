@@ -10,16 +10,16 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, quote, urlencode
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from ragcanary.serve.ui import runpage, views
+from ragcanary.serve.ui import candidatespage, runpage, stalepage, views
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
 from ragcanary.store.storage import StorageError
@@ -87,6 +87,16 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     async def ui_bare() -> RedirectResponse:
         return RedirectResponse("/ui/", status_code=307)
 
+    async def shown(name: str, gather: Callable[[], Awaitable[dict[str, Any]]]) -> Response:
+        """A page whose content is gathered by a coroutine (it asks targets, not only storage);
+        its errors become pages as ``page``'s do."""
+        try:
+            context = await gather()
+        except (views.PageError, StorageError) as error:
+            failed = error
+            return await page(lambda: _raise(failed))
+        return await asyncio.to_thread(lambda: html(name, **context))
+
     @app.get("/ui/", include_in_schema=False)
     async def fleet_page(suite: str | None = None, target: str | None = None) -> Response:
         return await page(lambda: html("fleet.html", **views.fleet(daemon, memos, suite, target)))
@@ -147,6 +157,32 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         return await page(
             lambda: html("case.html", **views.case(daemon, suite, case, target, since))
         )
+
+    @app.get("/ui/candidates", include_in_schema=False)
+    async def candidates_page(
+        signal: str | None = None, page_no: int = Query(1, alias="page", ge=1, le=10_000)
+    ) -> Response:
+        async def gather() -> dict[str, Any]:
+            listed = await asyncio.to_thread(
+                candidatespage.listing, daemon, signal or None, page_no
+            )
+            listed["rows"] = await candidatespage.with_live(daemon, listed["rows"])
+            return listed
+
+        return await shown("candidates.html", gather)
+
+    @app.get("/ui/candidates/{candidate_id}", include_in_schema=False)
+    async def candidate_page(candidate_id: int = Path(ge=1, le=2**62)) -> Response:
+        async def gather() -> dict[str, Any]:
+            found = await asyncio.to_thread(candidatespage.one, daemon, candidate_id)
+            (found["candidate"],) = await candidatespage.with_live(daemon, [found["candidate"]])
+            return found
+
+        return await shown("candidate.html", gather)
+
+    @app.get("/ui/stale-labels", include_in_schema=False)
+    async def stale_page(suite: str | None = None, target: str | None = None) -> Response:
+        return await page(lambda: html("stale.html", **stalepage.page(daemon, suite, target)))
 
     @app.get("/ui/baselines", include_in_schema=False)
     async def baselines_page(

@@ -18,7 +18,7 @@ from ragcanary.reports.diff import diff_reports
 from ragcanary.reports.oncall import ForeignRun, diff_runs, relevant_ids
 from ragcanary.reports.report import failure_kinds
 from ragcanary.serve.config_export import interval_seconds
-from ragcanary.serve.ui import casepage, diffpage, runpage
+from ragcanary.serve.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.ui import fleet as fleetpage
 from ragcanary.store import overview
 from ragcanary.store.storage import Store
@@ -263,6 +263,8 @@ def diff(
     relevant = relevant_ids(loaded.cases) if loaded else {}
     diff = diff_reports(before, after, config.depth, relevant)
     diff["newest_outage"] = newest_outage
+    found = stalepage.labels_of(after.get("stale_labels"), config.stale_label_runs)
+    stale = stalepage.by_case(found)  # what the later run knew, as the diff's marks say
     pages = max(1, math.ceil(len(diff["cases"]) / diffpage.PAGE_CASES))
     page_no = min(page_no, pages)
     start = (page_no - 1) * diffpage.PAGE_CASES
@@ -279,7 +281,8 @@ def diff(
         "target": target,
         "depth": config.depth,
         "diff": diff,
-        "cases": diffpage.case_diffs(shown, before, after, config.depth, relevant),
+        "cases": diffpage.case_diffs(shown, before, after, config.depth, relevant, stale),
+        "stale_runs": config.stale_label_runs,
         "pages": pages,
         "page_no": page_no,
         "choices": choices,
@@ -340,6 +343,7 @@ def case(
         "missing_since": missing_since,
         "lists": lists,
         "recent": casepage.recent(rows, table),
+        "stale": stalepage.of_case(daemon.store, suite, target, case_id, config.stale_label_runs),
     }
 
 
