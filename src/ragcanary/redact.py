@@ -22,7 +22,11 @@ class Redactor:
         variants: set[str] = set()
         for secret in secrets:
             if len(secret) >= MIN_SECRET_LENGTH:
-                variants.update((secret, quote(secret, safe=""), quote_plus(secret, safe="")))
+                # A lone surrogate (a JSON "\ud800" escape) cannot be UTF-8: encode it anyway.
+                quoted = quote(secret, safe="", errors="surrogatepass")
+                variants.update(
+                    (secret, quoted, quote_plus(secret, safe="", errors="surrogatepass"))
+                )
         # Longest first: the regex takes the first alternative that matches at a position,
         # so a secret that contains another is masked whole rather than leaving a tail.
         ordered = sorted(variants, key=lambda s: (-len(s), s))

@@ -217,8 +217,9 @@ def test_shared_suite_file_loads_for_both_suites(tmp_path: Path) -> None:
 def test_expansion_happens_after_parsing(tmp_path: Path) -> None:
     """A value with quotes, colons, newlines or # cannot change the YAML around it."""
     tricky = 'x" : y\n# z ${NOT_EXPANDED_AGAIN}'
-    loaded = load_config(write(tmp_path), {"DOCS_TOKEN": tricky})
-    assert loaded.config.targets["docs-search"].headers["Authorization"] == f"Bearer {tricky}"
+    text = VALID.replace('limit: "{k}"', 'limit: "{k}", note: "${NOTE}"')
+    loaded = load_config(write(tmp_path, text), {**ENV, "NOTE": tricky})
+    assert loaded.config.targets["docs-search"].body["note"] == tricky
 
 
 def test_double_dollar_is_a_literal_reference(tmp_path: Path) -> None:

@@ -116,6 +116,35 @@ WEAVIATE_SCORE_ORDER: dict[str, Literal["desc", "asc"]] = {
 }
 
 
+# What httpx can send: a header name is an HTTP token, a value visible ASCII, space and tab.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def sendable_headers(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` when HTTP can send every one; else a problem at the first that it cannot.
+
+    The value is never shown: it is usually a secret.
+    """
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise _fix(
+                "a header name may hold only ASCII letters, digits and !#$%&'*+-.^_`|~",
+                "rename the header (names like X-Api-Key)",
+                name,
+            )
+        if not _HEADER_VALUE.fullmatch(value):
+            at = next(i for i, c in enumerate(value) if not _HEADER_VALUE.fullmatch(c))
+            raise _fix(
+                f"a header value must be printable ASCII: character {at + 1} is not "
+                "(a line break, a control character or a non-ASCII letter)",
+                "check the value and the ${VAR} it comes from; encode non-ASCII text "
+                "(percent- or base64-encoding) as the service expects",
+                name,
+            )
+    return headers
+
+
 def _implied_score_order(data: Any) -> tuple[str, Literal["desc", "asc"]] | None:
     """Whose scores a target's are ("the chroma preset's") and their direction, if a preset says."""
     preset = data.get("preset") if isinstance(data, dict) else None
@@ -203,6 +232,11 @@ class TargetConfig(_Strict):
         if not valid:
             raise _fix(f"{url!r} is not an http(s) URL", f"write a full URL like {URL_EXAMPLE}")
         return url
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable(cls, headers: dict[str, str]) -> dict[str, str]:
+        return sendable_headers(headers)
 
     @field_validator("method", mode="before")
     @classmethod
@@ -420,6 +454,11 @@ class EmbeddingConfig(_Strict):
     retries: int = Field(default=1, ge=0)
     max_response_bytes: int = Field(default=50_000_000, ge=1)
     verify_tls: bool = True
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable(cls, headers: dict[str, str]) -> dict[str, str]:
+        return sendable_headers(headers)
 
     @field_validator("url")
     @classmethod
