@@ -67,6 +67,7 @@ TAGS = 12
 REGRESSED_DAYS = 2  # the newest runs are regressions, as during an incident
 REPEAT = 7
 FLEET_PAIRS = 50  # the fleet page is also timed with this many pairs (their last day only)
+ADMIN = {"RAGCANARY_ADMIN_TOKEN": "bench-admin-token"}  # the environment the daemon reads
 PENDING = 10_000  # failure reports waiting for review: the default cap of pending candidates
 SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 
@@ -312,7 +313,13 @@ class Client:
     def __init__(self, daemon: Daemon) -> None:
         self._runner = asyncio.Runner()
         transport = httpx.ASGITransport(create_app(daemon))
-        self._client = httpx.AsyncClient(transport=transport, base_url="http://bench")
+        # Signed in with the admin token, which the candidates pages need.
+        token = ADMIN["RAGCANARY_ADMIN_TOKEN"]
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            base_url="http://bench",
+            headers={"authorization": f"Bearer {token}"},
+        )
 
     def get(self, path: str) -> httpx.Response:
         return self._runner.run(self._client.get(path))
@@ -389,14 +396,14 @@ def measure(backend: str, count: int) -> dict[str, Any]:
         add_candidates(url, now)
         print(f"  {backend}: filled in {fill_s:.0f} s", flush=True)
         config = write_config(Path(directory), url, suite, search_url=retriever.url)
-        loaded = load_config(config, {})
+        loaded = load_config(config, ADMIN)
         opened: list[httpx.AsyncClient] = []  # the daemon's clients of the target, closed below
 
         def clients(target: TargetConfig) -> httpx.AsyncClient:
             opened.append(make_client(target))
             return opened[-1]
 
-        daemon = Daemon(config, {}, loaded, client_factory=clients)
+        daemon = Daemon(config, ADMIN, loaded, client_factory=clients)
         client = Client(daemon)
         results: dict[str, Any] = {}
         try:

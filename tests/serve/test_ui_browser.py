@@ -186,6 +186,8 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             args=CHROMIUM_ARGS,
             headless=True,
             viewport={"width": 1280, "height": 900},
+            # What the candidates pages ask for (HTTP Basic, the admin token as the password).
+            http_credentials={"username": "oncall", "password": ADMIN_TOKEN},
         )
         try:
             yield context

@@ -4,6 +4,8 @@ most reported first with what the demo retriever (and a slow and a broken one) a
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 import json
 import re
 import time
@@ -24,6 +26,7 @@ pytestmark = pytest.mark.anyio
 
 INGEST = "ingest-ui-41c7"
 API_KEY = "sk-cand-ui-9e"
+ADMIN = "admin-ui-c4n-7d"
 JSON_QUERY = "parse a json string into a python dict"
 SCRIPT_QUERY = "<script>window.owned = 1</script> sort a list in place"
 EMAIL_QUERY = "ana.lopez@example.com cannot read a csv file"
@@ -80,7 +83,11 @@ async def daemon(
     }
     path = tmp_path / "ragcanary.yaml"
     path.write_text(json.dumps(config), encoding="utf-8")
-    environ = {"VENDOR_KEY": API_KEY, "RAGCANARY_INGEST_TOKEN": INGEST}
+    environ = {
+        "VENDOR_KEY": API_KEY,
+        "RAGCANARY_INGEST_TOKEN": INGEST,
+        "RAGCANARY_ADMIN_TOKEN": ADMIN,
+    }
     loaded = load_config(path, environ)
     daemon = Daemon(path, environ, loaded)
     daemon.exporter.load(suite_pairs(loaded))
@@ -92,7 +99,11 @@ async def daemon(
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(create_app(daemon))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=30) as client:
+    # Signed in as a browser is after the page asked (a request's own header wins over it).
+    signed_in = {"authorization": "Basic " + base64.b64encode(f"oncall:{ADMIN}".encode()).decode()}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://t", timeout=30, headers=signed_in
+    ) as client:
         yield client
 
 
@@ -273,3 +284,46 @@ async def test_only_the_first_candidates_of_a_page_ask_their_target(
     asked = ['data-live="none"' not in c for c in cards]
     assert asked == [True] * candidatespage.LIVE_ROWS + [False, False]
     assert "ask demo for this one" in cards[-1]
+
+
+@pytest.mark.parametrize("path", ["/ui/candidates", "/ui/candidates/1"])
+@pytest.mark.parametrize(
+    ("auth", "status"),
+    [
+        (None, 401),
+        (("oncall", "not-the-token"), 401),
+        (("oncall", ADMIN), 200),
+        ("bearer", 200),
+    ],
+)
+async def test_the_candidates_need_the_admin_token_as_the_api_does(
+    ui: httpx.AsyncClient, daemon: Daemon, path: str, auth: Any, status: int
+) -> None:
+    """What users asked is shown only to holders of the admin token: as HTTP Basic's password
+    (a browser asks for it) or as a Bearer token, like GET /api/v1/candidates."""
+    await _report(ui, daemon, {"query": "who can read this", "signal": "other"})
+    headers = {"authorization": f"Bearer {ADMIN}"} if auth == "bearer" else {}
+    basic = auth if isinstance(auth, tuple) else None
+    transport = httpx.ASGITransport(create_app(daemon))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", auth=basic) as other:
+        response = await other.get(path, headers=headers)
+    assert response.status_code == status
+    if status == 401:
+        assert response.headers["www-authenticate"].startswith('Basic realm="ragcanary')
+        assert "who can read this" not in response.text
+        assert "RAGCANARY_ADMIN_TOKEN as the password" in response.text
+    else:
+        assert "who can read this" in response.text
+
+
+async def test_without_an_admin_token_the_page_says_how_to_set_one(
+    ui: httpx.AsyncClient, daemon: Daemon
+) -> None:
+    await _report(ui, daemon, {"query": "who can read this", "signal": "other"})
+    unset = daemon.loaded.config.model_copy(update={"admin_token": None})
+    daemon.loaded = dataclasses.replace(daemon.loaded, config=unset)
+    response = await ui.get("/ui/candidates")
+    assert response.status_code == 403
+    assert "www-authenticate" not in response.headers
+    assert "who can read this" not in response.text
+    assert "Set RAGCANARY_ADMIN_TOKEN for the daemon" in response.text

@@ -8,6 +8,7 @@ the cap. Handlers then get the body from memory.
 
 from __future__ import annotations
 
+import base64
 import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -47,6 +48,20 @@ def bearer_matches(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer" or not given:
         return False
     return hmac.compare_digest(given.encode(), token.encode())
+
+
+def credentials_match(header: str | None, token: str) -> bool:
+    """Whether ``header`` carries ``token``: as ``Bearer <token>``, or as the password of HTTP
+    Basic credentials (any user name), which a browser asks for and sends by itself."""
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "basic":
+        return bearer_matches(header, token)
+    try:
+        decoded = base64.b64decode(given.strip(), validate=True)
+    except ValueError:
+        return False
+    password = decoded.partition(b":")[2]
+    return hmac.compare_digest(password, token.encode())
 
 
 class Guard:

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from ragcanary.serve.guard import credentials_match
 from ragcanary.serve.ui import candidatespage, runpage, stalepage, views
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
@@ -37,6 +38,7 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-cache",
 }
+REALM = "ragcanary candidates"  # what the browser names when it asks for the token
 FORM_BYTES = 16_384  # the baseline form is a few hundred bytes
 
 
@@ -158,10 +160,38 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
             lambda: html("case.html", **views.case(daemon, suite, case, target, since))
         )
 
+    def locked(request: Request) -> Response | None:
+        """The page that stands in for the candidates' without the admin token: they hold
+        what users asked, as ``GET /api/v1/candidates`` does, which needs the same token."""
+        token = daemon.loaded.config.admin_token
+        if token and credentials_match(request.headers.get("authorization"), token):
+            return None
+        hint = "Sign in with any user name and RAGCANARY_ADMIN_TOKEN as the password."
+        if not token:
+            hint = "Set RAGCANARY_ADMIN_TOKEN for the daemon, then sign in with it. " + hint
+        response = html(
+            "error.html",
+            401 if token else 403,
+            page="error",
+            heading="The candidates need the admin token",
+            message="Failure reports hold what users asked, so only holders of the admin "
+            "token see them.",
+            hint=hint,
+            tone="bad",
+        )
+        if token:
+            response.headers["www-authenticate"] = f'Basic realm="{REALM}", charset="UTF-8"'
+        return response
+
     @app.get("/ui/candidates", include_in_schema=False)
     async def candidates_page(
-        signal: str | None = None, page_no: int = Query(1, alias="page", ge=1, le=10_000)
+        request: Request,
+        signal: str | None = None,
+        page_no: int = Query(1, alias="page", ge=1, le=10_000),
     ) -> Response:
+        if (refused := locked(request)) is not None:
+            return refused
+
         async def gather() -> dict[str, Any]:
             listed = await asyncio.to_thread(
                 candidatespage.listing, daemon, signal or None, page_no
@@ -172,7 +202,12 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         return await shown("candidates.html", gather)
 
     @app.get("/ui/candidates/{candidate_id}", include_in_schema=False)
-    async def candidate_page(candidate_id: int = Path(ge=1, le=2**62)) -> Response:
+    async def candidate_page(
+        request: Request, candidate_id: int = Path(ge=1, le=2**62)
+    ) -> Response:
+        if (refused := locked(request)) is not None:
+            return refused
+
         async def gather() -> dict[str, Any]:
             found = await asyncio.to_thread(candidatespage.one, daemon, candidate_id)
             (found["candidate"],) = await candidatespage.with_live(daemon, [found["candidate"]])
