@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,86 +18,33 @@ import httpx
 import pytest
 import pytrec_eval
 import yaml
+from chroma_server import API, chroma_server, create_collection, delete_chunks
 from retrievers import EmbeddingServer, toy_vector
+from server_process import free_port
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets import make_target
 
-ROOT = Path(__file__).resolve().parents[2]
 DIMENSIONS = 8
 QUERIES = [f"how do I configure feature {i}" for i in range(10)]
-API = "/api/v2/tenants/default_tenant/databases/default_database/collections"
-
-
-def _chroma_binary() -> str:
-    found = os.environ.get("RAGCANARY_CHROMA") or str(ROOT / ".venv-chroma" / "bin" / "chroma")
-    if Path(found).is_file():
-        return found
-    reason = f"no Chroma server at {found}; `make test` installs one in .venv-chroma"
-    if os.environ.get("RAGCANARY_REQUIRE_CHROMA") == "1":
-        pytest.fail(f"{reason} (RAGCANARY_REQUIRE_CHROMA=1 forbids skipping)")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def chroma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Chroma server on 127.0.0.1 with an empty data directory; its base URL."""
-    binary = _chroma_binary()
     data = tmp_path_factory.mktemp("chroma")
-    port = _free_port()
-    log = (data / "server.log").open("w")
-    process = subprocess.Popen(
-        [binary, "run", "--path", str(data / "db"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
     try:
-        while True:
-            assert process.poll() is None, (data / "server.log").read_text()
-            try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "chroma did not answer within 60 s"
-            time.sleep(0.2)
-        yield url
+        with chroma_server(data) as url:
+            yield url
     finally:
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()
         shutil.rmtree(data, ignore_errors=True)
 
 
 def _collection(chroma: str, name: str) -> str:
     """A new cosine collection: per query its relevant chunk and three others; its id."""
-    created = httpx.post(
-        f"{chroma}{API}", json={"name": name, "metadata": {"hnsw:space": "cosine"}}
-    ).raise_for_status()
-    collection = str(created.json()["id"])
-    ids, vectors, metadatas = [], [], []
-    for i, query in enumerate(QUERIES):
-        for j in range(4):
-            # Chunk ids are Chroma's; the application's document id lives in the metadata.
-            ids.append(f"chunk-{i}-{j}")
-            vectors.append(toy_vector(query if j == 0 else f"{query} other {j}", DIMENSIONS))
-            metadatas.append({"doc_id": f"doc-{i}" if j == 0 else f"doc-{i}-other-{j}"})
-    httpx.post(
-        f"{chroma}{API}/{collection}/add",
-        json={"ids": ids, "embeddings": vectors, "metadatas": metadatas},
-    ).raise_for_status()
-    return collection
+    return create_collection(chroma, name, QUERIES, DIMENSIONS)
 
 
 def _config(tmp_path: Path, chroma: str, embedder: str, collection: str) -> Path:
@@ -171,7 +114,7 @@ def test_run_equals_trec_eval_on_what_chroma_returns_and_a_deletion_fails_it(
 
         # A fifth of the relevant documents deleted from the collection: a regression.
         gone = [f"chunk-{i}-0" for i in range(2)]
-        httpx.post(f"{chroma}{API}/{collection}/delete", json={"ids": gone}).raise_for_status()
+        delete_chunks(chroma, collection, gone)
         after = tmp_path / "after.json"
         result = _run(config, after, "--baseline", str(baseline))
     assert result.exit_code == 1, result.output
@@ -203,7 +146,7 @@ def test_a_wrong_dimension_says_both_numbers(chroma: str, tmp_path: Path) -> Non
 def test_a_stopped_chroma_is_unavailable(tmp_path: Path) -> None:
     with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
         report = tmp_path / "report.json"
-        closed = f"http://127.0.0.1:{_free_port()}"
+        closed = f"http://127.0.0.1:{free_port()}"
         result = _run(_config(tmp_path, closed, embedder.url, "docs"), report)
     assert result.exit_code == 3, result.output
     assert json.loads(report.read_text())["counts"]["outcomes"]["connect_error"] == len(QUERIES)
@@ -240,7 +183,7 @@ def test_validate_live_says_a_wrong_dimension_is_a_config_error(
 
 def test_validate_live_exits_3_when_chroma_is_down(tmp_path: Path) -> None:
     with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
-        closed = f"http://127.0.0.1:{_free_port()}"
+        closed = f"http://127.0.0.1:{free_port()}"
         result = _validate_live(_config(tmp_path, closed, embedder.url, "docs"))
     assert result.exit_code == 3, result.output
     assert "kb: unreachable (connect_error" in result.output
@@ -251,9 +194,7 @@ def test_a_deleted_document_is_reported_missing(chroma: str, tmp_path: Path) -> 
     with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
         config = _config(tmp_path, chroma, embedder.url, "gone")
         assert "left the index" not in _validate_live(config).output
-        httpx.post(
-            f"{chroma}{API}/{collection}/delete", json={"ids": ["chunk-1-0"]}
-        ).raise_for_status()
+        delete_chunks(chroma, collection, ["chunk-1-0"])
         result = _validate_live(config)
     assert result.exit_code == 0, result.output  # a ticket, not a config error
     assert result.output.count("left the index") == 1

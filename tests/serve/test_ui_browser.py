@@ -13,9 +13,7 @@ failure.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,21 +21,21 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from browser_harness import (
+    WIDTHS,
+    chromium,
+    chromium_or_skip,
+    no_horizontal_scroll,
+    screenshots_folder,
+    shot,
+    watched_page,
+)
 from daemon_harness import DaemonProcess, config_yaml, free_port, running, wait_for
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-]
 ADMIN_TOKEN = "ui-admin-5f1c9e27d3"
 INGEST_TOKEN = "ui-ingest-8b0e41"
 SCRIPT_CASE = "script-injection"
 SCRIPT_QUERY = "<script>window.__owned = 1; alert('owned')</script> parse json"
-WIDTHS = (1280, 390)
 RUN_TIMEOUT_S = 60.0
 
 # The contrast of every visible text against the background it is drawn on (WCAG 2 formula),
@@ -92,36 +90,16 @@ CONTRAST_CHECK = """() => {
 }"""
 
 
-def _chromium_or_skip() -> Path:
-    reason = None
-    if not CHROMIUM.exists():
-        reason = f"no {CHROMIUM}; install Debian's chromium (apt-get install -y chromium)"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            reason = "playwright is not installed; pip install -e '.[dev]'"
-    if reason is not None:
-        if os.environ.get("RAGCANARY_REQUIRE_CHROMIUM") == "1":
-            pytest.fail(f"{reason} (RAGCANARY_REQUIRE_CHROMIUM=1 forbids skipping)")
-        pytest.skip(reason)
-    return CHROMIUM
-
-
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder the screenshots go to (RAGCANARY_UI_SCREENSHOTS, else a temporary one)."""
-    chosen = os.environ.get("RAGCANARY_UI_SCREENSHOTS")
-    folder = Path(chosen) if chosen else tmp_path_factory.mktemp("ui-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"\nscreenshots of the UI pages: {folder}")
-    return folder
+    return screenshots_folder(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     """The daemon on the demo retriever, with a baseline and then regressed runs."""
-    _chromium_or_skip()
+    chromium_or_skip()
     from ragcanary.demo.corpus import suite_path
     from ragcanary.demo.retriever import BackgroundServer
 
@@ -175,58 +153,17 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Chromium context with a fresh profile; each test opens its own page."""
-    executable = _chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
     profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=str(executable),
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport={"width": 1280, "height": 900},
-            # What the candidates pages ask for (HTTP Basic, the admin token as the password).
-            http_credentials={"username": "oncall", "password": ADMIN_TOKEN},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
-    shutil.rmtree(profile, ignore_errors=True)
+    # What the candidates pages ask for (HTTP Basic, the admin token as the password).
+    with chromium(profile, http_credentials={"username": "oncall", "password": ADMIN_TOKEN}) as ctx:
+        yield ctx
 
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     """A fresh tab that fails the test on a script error, a console error or a dialog."""
-    tab = browser.new_page()
-    problems: list[str] = []
-    tab.on("pageerror", lambda error: problems.append(f"script error: {error}"))
-
-    def console(message: Any) -> None:
-        # A page answered with 401 or 404 on purpose logs its own status: not a problem.
-        if message.type == "error" and message.location.get("url") != tab.url:
-            problems.append(f"console {message.type}: {message.text}")
-
-    tab.on("console", console)
-
-    def dialog(box: Any) -> None:
-        problems.append(f"a dialog opened: {box.message}")
-        box.dismiss()
-
-    tab.on("dialog", dialog)
-    yield tab
-    tab.close()
-    assert not problems, problems
-
-
-def _no_horizontal_scroll(page: Any) -> None:
-    scroll, inner = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-    assert scroll <= inner, f"the page scrolls sideways: {scroll} px wide in {inner} px"
-
-
-def _shot(page: Any, folder: Path, name: str, width: int) -> None:
-    page.screenshot(path=str(folder / f"{name}-{width}.png"), full_page=True)
+    with watched_page(browser) as tab:
+        yield tab
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -241,8 +178,8 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     first = page.locator("table.fleet tbody tr").first
     assert first.get_attribute("data-status") == "regression"
     assert first.locator(".badge").inner_text() == "regression"
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "fleet", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "fleet", width)
 
     first.locator("a.run-link").click()
     page.wait_for_url(re.compile(r"/ui/runs/"))
@@ -253,8 +190,8 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     regressed = states.count("regressed")
     assert regressed > 0
     assert states[:regressed] == ["regressed"] * regressed
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "run", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "run", width)
 
     page.get_by_role("link", name="Diff against the baseline").click()
     page.wait_for_url(re.compile(r"/ui/diff\?"))
@@ -264,8 +201,8 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     assert left.locator(".mark.left").inner_text().lower() == "left"
     left_id = left.locator("code").inner_text()
     assert f"relevant ids that left: {left_id}" in article.locator("p.moved").inner_text()
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "diff", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "diff", width)
 
     article.locator("h3 a").click()
     page.wait_for_url(re.compile(r"/ui/case\?"))
@@ -273,12 +210,12 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     points = page.evaluate("() => window.ragcanaryCharts[0].data[0].length")
     assert points >= 2
     assert page.locator("#chart canvas").count() >= 1
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "case", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "case", width)
 
     page.goto(daemon.url + "/ui/baselines")
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "baselines", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "baselines", width)
 
 
 @pytest.fixture(scope="module")
@@ -326,20 +263,20 @@ def test_the_candidates_page_lists_the_most_reported_with_live_results(
     assert SCRIPT_QUERY in queries
     assert "read a csv file from <email>" in queries  # redacted before it was stored
     assert page.evaluate("() => window.__owned") is None
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "candidates", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "candidates", width)
 
     first.locator("h3 a").click()
     page.wait_for_url(re.compile(r"/ui/candidates/\d+$"))
     assert page.locator(".live li").count() > 0
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "candidate", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "candidate", width)
 
     page.get_by_role("link", name="Stale labels").click()
     page.wait_for_url(re.compile(r"/ui/stale-labels$"))
     assert "demo · demo-bm25" in page.locator("h2").all_inner_texts()[0]
-    _no_horizontal_scroll(page)
-    _shot(page, shots, "stale-labels", width)
+    no_horizontal_scroll(page)
+    shot(page, shots, "stale-labels", width)
 
 
 def test_a_relevant_id_that_left_is_shown_leaving_on_the_case_page(

@@ -20,7 +20,9 @@ def number(value: Any, digits: int = 3) -> str:
     """A metric or score for a table cell; an em dash for none."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "\u2014"
-    text = f"{value:.{digits}f}"
+    # "z": a value that rounds to zero is 0.000, never -0.000 (Chroma's distance of a vector
+    # to itself comes back as about -6e-8).
+    text = f"{value:z.{digits}f}"
     return text.replace("-", MINUS)
 
 
