@@ -47,6 +47,7 @@ BENCHMARKS = (
     "history",
     "ui",
     "detection",
+    "intake",
 )
 
 

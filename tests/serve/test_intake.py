@@ -13,6 +13,7 @@ from ragcanary.serve.intake import (
     MAX_QUERY_CHARS,
     Intake,
     IntakeSettings,
+    Recount,
     Redactor,
     Refused,
     SourceLimiter,
@@ -159,6 +160,57 @@ async def test_the_intake_queues_counts_and_writes_in_batches(store: Store) -> N
     assert added is not None
     assert (added.new, intake.queued) == (1, 0)
     assert CandidateStore(store).list()[0]["reports"] == 3
+
+
+# Each step at its time: "stored" (a batch), "count" (counted if due), "fail" (a count that
+# could not read storage, if due); the times at which a count was due.
+_EVENTS = [
+    ("count", 0.0),
+    ("stored", 0.2),
+    ("count", 0.2),
+    ("stored", 0.4),
+    ("count", 0.4),
+    ("count", 1.0),
+    ("count", 1.2),
+    ("count", 2.0),
+    ("count", 15.0),
+    ("count", 16.0),
+]
+
+
+@pytest.mark.parametrize(
+    ("events", "due_at"),
+    [
+        pytest.param(_EVENTS, [0.0, 1.0, 16.0], id="burst-counted-once-a-second-then-idle"),
+        pytest.param(
+            [("count", 0.0), ("stored", 0.2), ("count", 0.2), ("count", 0.8), ("count", 1.0)],
+            [0.0, 1.0],
+            id="last-batch-of-a-burst-is-counted",
+        ),
+        pytest.param(
+            [("fail", 0.0), ("count", 0.6), ("fail", 1.0), ("count", 2.0), ("count", 3.0)],
+            [0.0, 1.0, 2.0],
+            id="a-failed-count-is-retried",
+        ),
+        pytest.param(
+            [("count", 0.0), ("count", 5.0), ("count", 14.9), ("count", 15.0), ("count", 20.0)],
+            [0.0, 15.0],
+            id="without-batches-now-and-then",
+        ),
+    ],
+)
+def test_the_pending_candidates_are_counted_again_soon_after_a_batch_but_not_after_each(
+    events: list[tuple[str, float]], due_at: list[float]
+) -> None:
+    recount = Recount(after_change_s=1.0, every_s=15.0)
+    counted = []
+    for what, now in events:
+        if what == "stored":
+            recount.stored()
+        elif recount.due(now):
+            counted.append(now)
+            recount.counted(now, ok=what == "count")
+    assert counted == due_at
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ from ragcanary.serve.config_export import (
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.index_checks import IndexChecks
-from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings
+from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings, Recount
 from ragcanary.serve.live_search import OnAnswer, search_now
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.serve.replicas import (
@@ -74,7 +74,8 @@ STORAGE_RETRY_MAX_S = 10.0
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
 ORPHAN_SLACK_S = 30.0  # how far past the longest interval a dead replica's tick is re-run
 INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
-PENDING_REFRESH_S = 15.0  # and the pending gauge read again at least this often
+PENDING_AFTER_CHANGE_S = 1.0  # while batches are stored, the pending gauge is read this often
+PENDING_REFRESH_S = 15.0  # and at least this often (a review closes candidates elsewhere)
 
 
 @dataclass(frozen=True)
@@ -289,17 +290,18 @@ class Daemon:
 
     async def _keep_intake(self) -> None:
         """Write the queued failure reports in batches; refresh the pending gauge now and then."""
-        last_count = 0.0
+        loop = asyncio.get_running_loop()
+        recount = Recount(PENDING_AFTER_CHANGE_S, PENDING_REFRESH_S)
         while True:
             await asyncio.sleep(INTAKE_FLUSH_S)
-            added = await self.intake.flush()
-            now = asyncio.get_running_loop().time()
-            if added is not None or now - last_count >= PENDING_REFRESH_S:
-                last_count = now
-                store = self.intake.store
-                pending = await self.keeper.call(store.pending_by_signal)
+            if await self.intake.flush() is not None:
+                recount.stored()
+            started = loop.time()
+            if recount.due(started):
+                pending = await self.keeper.call(self.intake.store.pending_by_signal)
                 if pending is not None:
                     self.exporter.set_candidates_pending(pending)
+                recount.counted(started, ok=pending is not None)
 
     async def _flush_intake(self) -> None:
         """At shutdown: write what waits, or say how many reports are lost."""

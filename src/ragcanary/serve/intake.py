@@ -235,3 +235,33 @@ class Intake:
         for reason, count in added.dropped.items():
             self._on_dropped(reason, count)
         return added
+
+
+class Recount:
+    """When to count the pending candidates again (a scan of them all, so not after every batch).
+
+    While batches are stored, at most once every ``after_change_s``; a batch stored since the
+    last count keeps one due, so the count after a burst's last batch still comes. Without
+    batches, every ``every_s`` anyway: a review closes candidates outside the intake.
+    """
+
+    def __init__(self, after_change_s: float, every_s: float) -> None:
+        self.after_change_s, self.every_s = after_change_s, every_s
+        self._changed = True  # nothing counted yet
+        self._tried_at: float | None = None
+
+    def stored(self) -> None:
+        """A batch changed the candidates."""
+        self._changed = True
+
+    def due(self, now: float) -> bool:
+        if self._tried_at is None:
+            return True
+        wait = self.after_change_s if self._changed else self.every_s
+        return now - self._tried_at >= wait
+
+    def counted(self, started: float, ok: bool) -> None:
+        """A count that started at ``started`` ended; unless ``ok``, one is due again later."""
+        self._tried_at = started
+        if ok:
+            self._changed = False
