@@ -611,10 +611,10 @@ def _meaning(result: dict[str, Any]) -> str:
         )
     if "skipped" not in pg and lag["p99_s"] > GOAL_LAG_S >= pg["lag"]["p99_s"]:
         goals.append(
-            "late runs are SQLite's: the same load on PostgreSQL starts on time; the likely"
-            " wait, not yet measured apart, is a run's storage call before its probe (the"
-            " pinned baseline's check) queued behind other runs' writes to the one file in"
-            " the same thread pool"
+            "late runs are SQLite's: the same load on PostgreSQL starts on time, although a"
+            " run's storage call before its probe (the pinned baseline's check) no longer"
+            " waits behind other runs' writes to the one file, which have a thread of their own"
+            " (`store/keeper.py`)"
         )
     steps = result["steps"]
     kept = [s for s in steps if not _saturated(s)]
@@ -625,8 +625,11 @@ def _meaning(result: dict[str, Any]) -> str:
     stalls = (
         f" The event loop woke a 50 ms timer late by more than 100 ms {late['over_100ms']}"
         f" times (p99 {late['p99']:.0f} ms, longest {late['max']:.0f} ms): a scrape or a run's"
-        " start waits behind whatever holds the loop, a run's evaluation (pure Python, tens of"
-        " ms for 200 canaries) or a garbage collection. The collector ran"
+        " start waits behind whatever holds the loop: the probes' HTTP client or a garbage"
+        " collection. A run's evaluation and report (pure Python, tens of ms for 200"
+        " canaries) and the decoding of a newly pinned baseline run in a worker thread"
+        " (`serve/judging.py`), which takes the interpreter from the loop only for a switch"
+        " interval (5 ms) at a time. The collector ran"
         f" {gc_s:.1f} s in all (full collections: {collected['2']['count']}, the longest"
         f" {collected['2']['max_ms']:.0f} ms), with `ragcanary serve`'s settings"
         " (`serve/collector.py`: start-up frozen, collections rarer); with CPython's defaults"

@@ -1,7 +1,9 @@
-"""RunKeeper's baselines when several replicas store runs of one pair in one database."""
+"""RunKeeper's baselines: several replicas storing runs of one pair, and writes queued up."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from datetime import timedelta
 
 import pytest
@@ -40,3 +42,33 @@ async def test_a_run_not_stored_yet_stays_the_previous_one(store: Store) -> None
     await keeper.save(make_report("buffered", NOW + timedelta(minutes=1)))
     keeper.down = False
     assert (await keeper.baseline(("core", "search"), "previous") or {})["run_id"] == "buffered"
+
+
+async def test_a_runs_baseline_is_read_while_other_runs_writes_wait_for_the_lock(
+    sqlite_url: str,
+) -> None:
+    """Writes held up by another SQLite writer leave the default thread pool free for reads."""
+    store = Store.from_url(sqlite_url)
+    keeper = RunKeeper(store)
+    await keeper.ensure_schema()
+    store.save_run(make_report("pinned", NOW))
+    store.set_baseline("core", "search", "pinned")
+    # Another process (`ragcanary baseline accept`, a backup) holds SQLite's write lock.
+    other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        # More runs end than the default pool has threads (at most 32).
+        saves = [
+            asyncio.ensure_future(keeper.save(make_report(f"r{i}", NOW + timedelta(seconds=i))))
+            for i in range(40)
+        ]
+        await asyncio.sleep(0)  # one turn of the loop: every save hands its write to a thread
+        pinned = await asyncio.wait_for(keeper.baseline(("core", "search"), "pinned"), 30)
+        assert (pinned or {})["run_id"] == "pinned"
+        assert not any(save.done() for save in saves)  # the read did not wait for them
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    assert await asyncio.gather(*saves) == [True] * 40
+    assert not keeper.down
+    await keeper.close()

@@ -1,4 +1,4 @@
-"""One cycle of a suite against a target: ask the target, evaluate against a baseline, report."""
+"""One cycle of a suite against a target: probe it, then judge the run against a baseline."""
 
 from __future__ import annotations
 
@@ -49,6 +49,40 @@ async def run_cycle(
     Runs that may overlap against one target (the daemon's) pass that target's ``gate``.
     A target with an ``embedding`` has its queries embedded there first.
     """
+    run = await probe_cycle(
+        loaded, suite_name, target_name, client, on_result=on_result, gate=gate, run_id=run_id
+    )
+    return judge_run(loaded, suite_name, target_name, run, baseline)
+
+
+def judge_run(
+    loaded: LoadedConfig,
+    suite_name: str,
+    target_name: str,
+    run: RunResult,
+    baseline: RunResult | None,
+) -> Evaluation:
+    """``run`` judged against ``baseline`` with its suite's and target's settings.
+
+    Pure CPU work, tens of milliseconds for hundreds of canaries: the daemon calls it in a
+    worker thread, so that its event loop stays free for the other runs and for scrapes.
+    """
+    suite_cfg = loaded.config.suites[suite_name]
+    target_cfg = loaded.config.targets[target_name]
+    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)
+
+
+async def probe_cycle(
+    loaded: LoadedConfig,
+    suite_name: str,
+    target_name: str,
+    client: httpx.AsyncClient,
+    *,
+    on_result: Callable[[CaseResult], None] | None = None,
+    gate: TargetGate | None = None,
+    run_id: str | None = None,
+) -> RunResult:
+    """Ask ``target_name`` every canary of ``suite_name`` once: the run, not judged yet."""
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
     async with AsyncExitStack() as stack:
@@ -65,7 +99,7 @@ async def run_cycle(
             run_id=run_id,
             embed=embed,
         )
-    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)
+    return run
 
 
 async def open_target(

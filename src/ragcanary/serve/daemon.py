@@ -28,12 +28,12 @@ from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.stale import relevant_ids, stale_labels
-from ragcanary.probe.cycle import run_cycle
+from ragcanary.probe.cycle import probe_cycle
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
-from ragcanary.reports.report import failure_kinds, run_from_report, to_report
+from ragcanary.reports.report import failure_kinds
 from ragcanary.serve.config_export import (
     config_hash,
     interval_seconds,
@@ -44,6 +44,7 @@ from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.index_checks import IndexChecks
 from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings, Recount
+from ragcanary.serve.judging import Judge
 from ragcanary.serve.live_search import OnAnswer, search_now
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
 from ragcanary.serve.replicas import (
@@ -156,6 +157,7 @@ class Daemon:
         rng: random.Random | None = None,
         client_factory: Callable[..., httpx.AsyncClient] = make_client,
         index_checks: IndexChecks | None = None,
+        judge: Judge | None = None,
     ) -> None:
         self.config_file = config_file
         self.environ = environ
@@ -188,6 +190,7 @@ class Daemon:
         self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
         # Which relevant ids each pair's index no longer holds, asked now and then.
         self.index_checks = index_checks or IndexChecks()
+        self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
@@ -275,6 +278,7 @@ class Daemon:
             if self._server_task is not None:
                 await asyncio.wait([self._server_task], timeout=5)
         await self.keeper.close(deadline_s=STORAGE_CLOSE_S)
+        self.judge.close()
         if self._lock is not None:
             self._lock.release()
         log.info("stopped")
@@ -684,19 +688,16 @@ class Daemon:
         suite_cfg = loaded.config.suites[key.suite]
         pair = (key.suite, key.target)
         baseline_report = await self.keeper.baseline(pair, suite_cfg.baseline)
-        baseline = (
-            run_from_report(baseline_report, loaded.suites[key.suite]) if baseline_report else None
-        )
-        evaluation = await run_cycle(
+        baseline = await self.judge.baseline(pair, baseline_report, loaded.suites[key.suite])
+        run = await probe_cycle(
             loaded,
             key.suite,
             key.target,
             self._client(key.target),
-            baseline=baseline,
             gate=self._gate(key.target),
             run_id=claim.run_id if claim is not None else None,
         )
-        report = to_report(evaluation)
+        evaluation, report = await self.judge.judge(loaded, key.suite, key.target, run, baseline)
         if claim is not None and self.replicas is not None:
             report["claim"] = {
                 "job": claim.job,

@@ -15,7 +15,7 @@ Report = dict[str, Any]
 class BufferedWriter:
     """Saves reports to a Store in the order they were written, holding them while it is down.
 
-    Synchronous and thread-safe: the daemon calls it through ``asyncio.to_thread``. Memory is
+    Synchronous and thread-safe: the daemon calls it in ``RunKeeper``'s writes thread. Memory is
     bounded: with ``capacity`` reports waiting, the oldest is dropped for each new one and
     ``on_drop`` is called with it. A report the store refuses for good (``StorageError`` other
     than ``StorageUnavailable``, e.g. a malformed report) would block everything behind it, so

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,6 +45,10 @@ class RunKeeper:
         self.writer = BufferedWriter(
             store, capacity, on_drop=self._dropped, on_reject=self._rejected
         )
+        # Runs are written one at a time anyway (the writer keeps their order, and SQLite has
+        # one writer): in a thread of their own, writes waiting their turn do not fill the
+        # default pool, where a run's first read (its baseline) would queue behind them.
+        self._writes = ThreadPoolExecutor(1, thread_name_prefix="ragcanary-store-writes")
         self.spool = spool
         self.down = False
         self._on_error = on_error
@@ -90,7 +97,7 @@ class RunKeeper:
         if self.down:
             self.writer.hold(report)
         elif await self.ensure_schema():
-            saved = await asyncio.to_thread(self.writer.write, report)
+            saved = await self._write(self.writer.write, report)
             if not saved and self.writer.pending:
                 self._failed("write", None, "storage refused a write")
         else:
@@ -115,7 +122,7 @@ class RunKeeper:
             return False
         try:
             if self.writer.pending:
-                written = await asyncio.to_thread(self.writer.flush)
+                written = await self._write(self.writer.flush)
                 if written:
                     log.info("wrote buffered runs to storage", runs=written)
             else:
@@ -263,6 +270,12 @@ class RunKeeper:
             await asyncio.wait_for(asyncio.to_thread(self.store.close), remaining)
         except TimeoutError:
             log.warning("storage connections did not close in time")
+        self._writes.shutdown(wait=False)
+
+    async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in the writes' thread, as ``asyncio.to_thread`` would in the pool's."""
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._writes, call)
 
     def _failed(
         self, operation: str, exc: StorageError | None, message: str, **fields: Any

@@ -1,0 +1,95 @@
+"""Judging the daemon's runs off its event loop, each pair's baseline decoded once per pin."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.results import RunResult
+from ragcanary.probe.cycle import judge_run
+from ragcanary.reports.report import run_from_report, to_report
+from ragcanary.suites.loaded import LoadedConfig
+from ragcanary.suites.suite import Suite
+
+Pair = tuple[str, str]  # (suite, target)
+JudgeRun = Callable[[LoadedConfig, str, str, RunResult, RunResult | None], Evaluation]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """A baseline report decoded for one suite: valid while the run id and the suite stay."""
+
+    run_id: str
+    suite: Suite
+    run: RunResult
+
+
+class Judge:
+    """Judges runs in a worker thread of its own and keeps each pair's decoded baseline.
+
+    Evaluating a run against its baseline (scores, drift, paired statistics) and building its
+    report are pure Python, tens of milliseconds for a suite of a few hundred canaries, and so
+    is decoding the baseline's report. On the event loop that would hold up every other run's
+    queries and every scrape for as long; in a thread the loop gets the interpreter back at
+    least every switch interval (5 ms). One thread: under the GIL more would not judge faster,
+    only take the interpreter from the loop more often. A baseline is decoded again only when
+    its run id changes (a new pin, another previous run) or the suite does (a reload).
+    """
+
+    def __init__(self, judge: JudgeRun = judge_run) -> None:
+        self._judge = judge
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ragcanary-judge")
+        self._baselines: dict[Pair, _Decoded] = {}
+
+    async def baseline(
+        self, pair: Pair, report: Mapping[str, Any] | None, suite: Suite
+    ) -> RunResult | None:
+        """``report`` (``pair``'s baseline) as the run it holds, judged by today's ``suite``."""
+        if report is None:
+            self._baselines.pop(pair, None)
+            return None
+        run_id = str(report["run_id"])
+        kept = self._baselines.get(pair)
+        if kept is not None and kept.run_id == run_id and kept.suite is suite:
+            return kept.run
+        run = await self._in_thread(run_from_report, report, suite)
+        self._baselines[pair] = _Decoded(run_id, suite, run)
+        return run
+
+    async def judge(
+        self,
+        loaded: LoadedConfig,
+        suite: str,
+        target: str,
+        run: RunResult,
+        baseline: RunResult | None,
+    ) -> tuple[Evaluation, dict[str, Any]]:
+        """``run`` judged against ``baseline``, and its report."""
+        return await self._in_thread(self._judged, loaded, suite, target, run, baseline)
+
+    def close(self) -> None:
+        """Let the thread go once it is idle."""
+        self._thread.shutdown(wait=False)
+
+    def _judged(
+        self,
+        loaded: LoadedConfig,
+        suite: str,
+        target: str,
+        run: RunResult,
+        baseline: RunResult | None,
+    ) -> tuple[Evaluation, dict[str, Any]]:
+        evaluation = self._judge(loaded, suite, target, run, baseline)
+        return evaluation, to_report(evaluation)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        context = contextvars.copy_context()  # as asyncio.to_thread does: log context too
+        call = functools.partial(context.run, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
