@@ -96,7 +96,7 @@ def daemon_main(config: Path, events: Path) -> None:
     from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_SUBMITTED, JobEvent
 
     from ragcanary.logs import RedactSecrets, configure_logging
-    from ragcanary.serve.collector import tune_collector
+    from ragcanary.serve.collector import tune_collector, tune_switching
     from ragcanary.serve.daemon import Daemon
     from ragcanary.suites.loaded import load_config
 
@@ -126,6 +126,7 @@ def daemon_main(config: Path, events: Path) -> None:
             watching.cancel()
 
     tune_collector()  # as `ragcanary serve` does
+    tune_switching()
     try:
         asyncio.run(main())
     finally:
@@ -629,7 +630,7 @@ def _meaning(result: dict[str, Any]) -> str:
         " collection. A run's evaluation and report (pure Python, tens of ms for 200"
         " canaries) and the decoding of a newly pinned baseline run in a worker thread"
         " (`serve/judging.py`), which takes the interpreter from the loop only for a switch"
-        " interval (5 ms) at a time. The collector ran"
+        " interval at a time (1 ms, as `ragcanary serve` sets it). The collector ran"
         f" {gc_s:.1f} s in all (full collections: {collected['2']['count']}, the longest"
         f" {collected['2']['max_ms']:.0f} ms), with `ragcanary serve`'s settings"
         " (`serve/collector.py`: start-up frozen, collections rarer); with CPython's defaults"

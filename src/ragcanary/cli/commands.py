@@ -326,7 +326,7 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     import os
 
     from ragcanary.logs import RedactSecrets, configure_logging
-    from ragcanary.serve.collector import tune_collector
+    from ragcanary.serve.collector import tune_collector, tune_switching
     from ragcanary.serve.daemon import Daemon
     from ragcanary.serve.httpserver import check_address
     from ragcanary.suites.loaded import load_config
@@ -337,6 +337,7 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
     daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
     tune_collector()
+    tune_switching()
 
     async def main() -> int:
         if run_for is not None:

@@ -1,13 +1,16 @@
-"""The garbage collector's settings for a long-lived daemon, set once when `serve` starts."""
+"""The interpreter's settings for a long-lived daemon, set once when `serve` starts."""
 
 from __future__ import annotations
 
 import gc
+import sys
 
 # Young objects collected every this many net allocations (CPython's default: 700), and each
 # older generation after this many collections of the one below it (default: 10).
 YOUNG_THRESHOLD = 20_000
 OLDER_THRESHOLD = 20
+# How long a thread may hold the interpreter while another waits for it (CPython: 5 ms).
+SWITCH_INTERVAL_S = 0.001
 
 
 def tune_collector() -> None:
@@ -24,3 +27,14 @@ def tune_collector() -> None:
     """
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, OLDER_THRESHOLD, OLDER_THRESHOLD)
+
+
+def tune_switching() -> None:
+    """Hand the interpreter between threads every millisecond instead of every five.
+
+    The event loop answers scrapes, failure reports and runs' queries; worker threads judge
+    runs and write to storage, in pure Python for milliseconds at a time. Whenever one of them
+    holds the interpreter, the loop waits up to a switch interval for it, so a request can wait
+    5 ms several times over: the intake's p99 (docs/performance.md, "Failure reports intake").
+    """
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
