@@ -168,7 +168,10 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
             return None
         hint = "Sign in with any user name and RAGCANARY_ADMIN_TOKEN as the password."
         if not token:
-            hint = "Set RAGCANARY_ADMIN_TOKEN for the daemon, then sign in with it. " + hint
+            hint = (
+                "Set RAGCANARY_ADMIN_TOKEN for the daemon, then sign in with any user name "
+                "and the token as the password."
+            )
         response = html(
             "error.html",
             401 if token else 403,
