@@ -126,6 +126,9 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
     """400 with each located problem; the old jobs keep their times and keep running."""
     setup.write({"fast": FAST, "hourly": HOURLY})
     with running(setup.daemon()) as daemon:
+        # The hourly job's first run comes within seconds of the start (its jitter); after
+        # it, its next run is an hour away and cannot fire between the two looks below.
+        daemon.wait_runs("hourly", "vendor", 1, RUNS_S)
         before = jobs(daemon)
         if bad == "alias bomb":
             setup.config.write_text(BOMB, encoding="utf-8")
