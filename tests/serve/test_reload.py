@@ -126,9 +126,6 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
     """400 with each located problem; the old jobs keep their times and keep running."""
     setup.write({"fast": FAST, "hourly": HOURLY})
     with running(setup.daemon()) as daemon:
-        # The hourly job's first run comes within seconds of the start (its jitter); after
-        # it, its next run is an hour away and cannot fire between the two looks below.
-        daemon.wait_runs("hourly", "vendor", 1, RUNS_S)
         before = jobs(daemon)
         if bad == "alias bomb":
             setup.config.write_text(BOMB, encoding="utf-8")
@@ -154,7 +151,12 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
         assert reload_gauge(daemon) == 0
         after = jobs(daemon)
         assert set(after) == set(before)
-        assert after["hourly/vendor"]["next_run_at"] == before["hourly/vendor"]["next_run_at"]
+        # The hourly job keeps its time; its first run comes at a jittered moment after the
+        # start, and when that fell between the two looks, its next is exactly an hour on.
+        moved = datetime.fromisoformat(
+            after["hourly/vendor"]["next_run_at"]
+        ) - datetime.fromisoformat(before["hourly/vendor"]["next_run_at"])
+        assert moved in (timedelta(0), timedelta(hours=1)), moved
         daemon.wait_runs("fast", "vendor", 2, RUNS_S)
         assert daemon.process.poll() is None
 
