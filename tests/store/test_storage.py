@@ -865,17 +865,28 @@ def test_prune_deletes_claims_older_than_the_runs_kept(store: Store, store_url: 
     assert count_rows(store_url, "claims") == 1
 
 
-def test_returned_ids_are_those_of_the_newest_answered_runs(store: Store) -> None:
+def test_answered_runs_are_the_newest_runs_that_were_not_unavailable(store: Store) -> None:
     store.save_run(make_report("old", NOW - timedelta(minutes=3)))
     store.save_run(make_report("mid", NOW - timedelta(minutes=2)))
     store.save_run(make_report("down", NOW - timedelta(minutes=1), outcome="unavailable"))
     store.save_run(make_report("new", NOW, case_ids=("alpha",)))
-    assert store.returned_ids("core", "search", 2) == (
-        2,
-        {"alpha-doc", "beta-doc", "mid-doc", "new-doc"},
-    )
-    assert store.returned_ids("core", "search", 10)[0] == 3
-    assert store.returned_ids("core", "elsewhere", 10) == (0, set())
+    assert store.answered_runs("core", "search", 2) == [
+        ("new", NOW),
+        ("mid", NOW - timedelta(minutes=2)),
+    ]
+    assert len(store.answered_runs("core", "search", 10)) == 3
+    assert store.answered_runs("core", "search", 0) == []
+    assert store.answered_runs("core", "elsewhere", 10) == []
+
+
+def test_returned_by_gives_every_id_each_run_returned(store: Store) -> None:
+    store.save_run(make_report("mid", NOW - timedelta(minutes=2)))
+    store.save_run(make_report("new", NOW, case_ids=("alpha",)))
+    assert store.returned_by("core", ["mid", "new", "absent"]) == {
+        "mid": {"alpha-doc", "beta-doc", "mid-doc"},
+        "new": {"alpha-doc", "new-doc"},
+    }
+    assert store.returned_by("other-suite", ["mid"]) == {}
 
 
 def test_a_tick_another_replica_inserted_but_never_committed_is_taken(

@@ -56,6 +56,7 @@ from ragcanary.serve.replicas import (
     takeover_s,
     tick_of,
 )
+from ragcanary.serve.returned import ReturnedIds
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.lock import Lock, acquire
@@ -191,6 +192,7 @@ class Daemon:
         # Which relevant ids each pair's index no longer holds, asked now and then.
         self.index_checks = index_checks or IndexChecks()
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
+        self.returned = ReturnedIds()  # what recent runs returned, for stale labels
         self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
@@ -487,6 +489,8 @@ class Daemon:
         """Switch to ``loaded``; synchronous, so no run starts halfway through."""
         for removed in changes.jobs.removed:
             self.scheduler.remove_job(removed)
+            suite, _, target = removed.partition("/")
+            self.returned.forget((suite, target))
         now = datetime.now(UTC)
         for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
             suite, _, target = key.partition("/")
@@ -731,11 +735,7 @@ class Daemon:
         missing = await self._left_the_index(key)
         returned = None
         if baseline is not None:
-            found = await self.keeper.call(
-                self.store.returned_ids, key.suite, key.target, window - 1
-            )
-            if found is not None and found[0] >= window - 1:
-                returned = found[1] | {i for r in run.results for i in r.answer.ids}
+            returned = await self._returned(key, run, window)
         if returned is None and missing is None:
             return None
         alive_once = {i for r in baseline.results for i in r.answer.ids} if baseline else set()
@@ -745,6 +745,29 @@ class Daemon:
             for lb in stale
             if lb.reason == "missing" or lb.id in alive_once
         ]
+
+    async def _returned(self, key: JobKey, run: RunResult, window: int) -> set[str] | None:
+        """The ids ``run`` and the pair's ``window - 1`` answered runs before it returned;
+        None when there are fewer such runs or storage cannot tell."""
+        pair = (key.suite, key.target)
+        earlier = await self.keeper.call(
+            self.store.answered_runs, key.suite, key.target, window - 1
+        )
+        if earlier is None:
+            return None
+        unseen = self.returned.unseen(pair, earlier)
+        if unseen:
+            fetched = await self.keeper.call(self.store.returned_by, key.suite, unseen)
+            if fetched is None:
+                return None
+            starts = dict(earlier)
+            for run_id in unseen:
+                self.returned.add(pair, run_id, starts[run_id], fetched.get(run_id, ()))
+        ids = (i for r in run.results for i in r.answer.ids)
+        self.returned.add(pair, run.run_id, run.started_at, ids)
+        since = min((at for _, at in earlier), default=run.started_at)
+        returned = self.returned.returned(pair, min(since, run.started_at))
+        return returned if len(earlier) >= window - 1 else None
 
     async def _left_the_index(self, key: JobKey) -> frozenset[str] | None:
         """The suite's relevant ids the target's index no longer holds; None when it cannot

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -386,11 +386,11 @@ class Store:
             for run_id, at, target, run_outcome, outcome, error, latency, top, ids in rows
         ]
 
-    def returned_ids(self, suite: str, target: str, newest: int) -> tuple[int, set[str]]:
-        """Over the ``newest`` answered runs of the pair: how many there are, and every id
-        any of their cases returned (what stale labels are checked against)."""
+    def answered_runs(self, suite: str, target: str, newest: int) -> list[tuple[str, datetime]]:
+        """The ``newest`` answered runs of the pair (run id, started_at), newest first: the
+        window stale labels are checked over."""
         latest = (
-            select(runs.c.run_id)
+            select(runs.c.run_id, runs.c.started_at)
             .where(
                 runs.c.suite == suite,
                 runs.c.target == target,
@@ -400,14 +400,23 @@ class Store:
             .limit(max(newest, 0))
         )
         with self._read() as conn:
-            run_ids = list(conn.execute(latest).scalars())
-            texts = conn.execute(
-                select(points.c.ids).where(
-                    points.c.suite == suite, points.c.run_id.in_(run_ids), points.c.ids.is_not(None)
+            return [(run_id, at) for run_id, at in conn.execute(latest)]
+
+    def returned_by(self, suite: str, run_ids: Sequence[str]) -> dict[str, set[str]]:
+        """Every id any case of each of ``run_ids`` (runs of ``suite``) returned, by run id;
+        a run whose cases returned none is absent."""
+        returned: dict[str, set[str]] = {}
+        with self._read() as conn:
+            rows = conn.execute(
+                select(points.c.run_id, points.c.ids).where(
+                    points.c.suite == suite,
+                    points.c.run_id.in_(list(run_ids)),
+                    points.c.ids.is_not(None),
                 )
-            ).scalars()
-            returned = {str(i) for text in texts for i in decode_ids(text)}
-        return len(run_ids), returned
+            )
+            for run_id, text in rows:
+                returned.setdefault(run_id, set()).update(str(i) for i in decode_ids(text))
+        return returned
 
     def heartbeat(
         self, replica_id: str, started_at: datetime, config_hash: str, version: str
