@@ -4,6 +4,7 @@ answers with what changed or the located problems, and a rejected reload changes
 from __future__ import annotations
 
 import json
+import random
 import signal
 import time
 from collections.abc import Iterator, Mapping
@@ -304,3 +305,48 @@ async def test_a_reload_that_changes_ui_url_replaces_the_ui_info_series(tmp_path
     finally:
         daemon.scheduler.shutdown(wait=False)
         await daemon.keeper.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("seed", range(5))
+async def test_first_runs_of_many_jobs_lie_evenly_over_their_interval(
+    tmp_path: Path, seed: int
+) -> None:
+    """200 jobs every minute start spread over the whole minute, with no clump or long gap:
+    jobs started together probe in bursts, and the event loop then answers scrapes late."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    targets = {f"t{i:02d}": target_entry("http://127.0.0.1:9/v2/query") for i in range(20)}
+    minutely = {"cases": "cases.yaml", "targets": list(targets), "every": "1m"}
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "targets": targets,
+        "suites": {f"s{i}": minutely for i in range(10)},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": API_KEY}
+    daemon = Daemon(path, environ, load_config(path, environ), rng=random.Random(seed))
+    daemon.scheduler.start(paused=True)
+    started = datetime.now(UTC)
+    daemon._schedule_all()
+    try:
+        firsts = sorted(
+            (job.next_run_time - started).total_seconds()
+            for job in daemon.scheduler.get_jobs()
+            if job.id != "prune"
+        )
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        await daemon.keeper.close()
+    assert len(firsts) == 200
+    assert firsts[0] >= 0
+    assert firsts[-1] <= 60.5
+    # Even spacing is 0.3 s; 200 independent random moments leave a gap of about 1.6 s.
+    gaps = [b - a for a, b in zip([0.0, *firsts], [*firsts, 60.0], strict=True)]
+    assert max(gaps) < 0.6, max(gaps)
+    # Every 5 s holds 5 s worth of them, give or take two: no burst of starts.
+    for window in range(12):
+        inside = sum(1 for t in firsts if window * 5 <= t < window * 5 + 5)
+        assert abs(inside - 200 / 12) <= 2, (window, inside)

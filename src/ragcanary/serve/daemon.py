@@ -66,8 +66,13 @@ from ragcanary.suites.loaded import LoadedConfig, load_config
 
 log = structlog.get_logger("ragcanary")
 
-# Start jitter is capped so a long interval does not leave a fresh daemon idle for minutes.
-MAX_START_JITTER_S = 30.0
+# A job's first run comes at its own moment of its first interval, which spreads jobs of the
+# same interval evenly over it instead of starting them together and probing in bursts: at
+# 200 jobs every minute, jobs started within 30 s kept the event loop saturated for half of
+# every minute, and scrapes waited behind it (docs/performance.md, "Scale of one daemon").
+# Capped so a long interval does not leave a fresh daemon idle for minutes.
+MAX_START_JITTER_S = 60.0
+GOLDEN_STEP = (5**0.5 - 1) / 2
 PRUNE_EVERY_S = 3600.0
 KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every scrape)
 # Buffered runs are retried after this, doubling while storage refuses them, up to the max.
@@ -167,6 +172,7 @@ class Daemon:
         self.redactor = redactor or RedactSecrets()
         self.grace_s = grace_s
         self.rng = rng or random.Random()
+        self._phase = self.rng.random()  # where the next job's first run falls in its interval
         self.client_factory = client_factory
         self.keeper = RunKeeper(
             Store.from_url(loaded.config.storage),
@@ -589,7 +595,10 @@ class Daemon:
                 trigger = grid_trigger(key.id, suite.every)
             self._schedule_job(key, trigger, trigger.get_next_fire_time(None, now))
             return
-        jitter = self.rng.uniform(0, min(suite.every or 60.0, MAX_START_JITTER_S))
+        # Each job's phase is a golden-ratio step from the last: any number of jobs lie evenly
+        # over the interval, where independent random phases leave clumps and gaps.
+        self._phase = (self._phase + GOLDEN_STEP) % 1.0
+        jitter = self._phase * min(suite.every or 60.0, MAX_START_JITTER_S)
         self._schedule_job(key, trigger, now + timedelta(seconds=jitter))
 
     def _schedule_job(self, key: JobKey, trigger: BaseTrigger, next_run: datetime | None) -> None:
