@@ -362,6 +362,10 @@ class Exporter:
         if outcome in ("ok", "regression"):
             self._child(self._last_success, pair).set(finished)
             self._observe_quality(pair, layout, report, cases)
+        # The pair's text is rendered now, as its run ends, not by the next scrape: at 200
+        # pairs a scrape would otherwise render every pair that ran since the one before, tens
+        # of milliseconds on a busy event loop (docs/performance.md, "Scale of one daemon").
+        self._pairs[pair].families()
 
     def _count(self, pair: Pair, report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> None:
         outcome = report.get("outcome")
