@@ -26,8 +26,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,6 +55,14 @@ GOAL_LAG_S = 1.0
 GOAL_RSS_MIB = 50.0
 GOAL_SCRAPE_MS = 50.0
 MiB = 1024 * 1024
+STALL_SITES = 12  # the sites most often sampled while the loop was late, kept in the results
+SITE_DEPTH = 4
+THREAD_NAMES = {  # the daemon's threads (by name, without their number) and what they do
+    "MainThread": "event loop",
+    "ragcanary-judge": "judging runs",
+    "ragcanary-store-writes": "storage writes",
+    "asyncio": "storage reads",
+}
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,17 @@ def daemon_main(config: Path, events: Path) -> None:
 
     daemon.scheduler.add_listener(record, EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES)
     pauses = _Pauses(events.with_name("pauses.json"))
+    render = daemon.exporter.exposition
+
+    def timed_render() -> bytes:  # the scrape's own work, apart from its wait for the loop
+        wall, cpu = time.perf_counter(), time.thread_time()
+        text = render()
+        pauses.render_ms.append(
+            ((time.perf_counter() - wall) * 1000, (time.thread_time() - cpu) * 1000)
+        )
+        return text
+
+    daemon.exporter.exposition = timed_render  # type: ignore[method-assign]
 
     async def main() -> int:
         watching = asyncio.get_running_loop().create_task(pauses.watch_loop())
@@ -139,6 +159,8 @@ class _Pauses:
     runs, both recorded in the daemon's process: what delays a scrape or a run's start."""
 
     TICK_S = 0.05
+    STALL_S = 0.05  # a tick later than this is a stall whose site is sampled
+    SAMPLE_S = 0.01
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -146,6 +168,40 @@ class _Pauses:
         self.gc_ms: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self._gc_started = 0.0
         gc.callbacks.append(self._on_gc)
+        # Where the loop's thread is while the timer is late: sampled from a thread of its own.
+        self.stall_sites: Counter[str] = Counter()
+        self.other_sites: Counter[str] = Counter()
+        self.render_ms: list[tuple[float, float]] = []  # (wall, CPU) of each exposition
+        self.thread_cpu: dict[int | None, tuple[str, float]] = {}
+        self._beat = time.perf_counter()
+        self._loop_thread = threading.get_ident()
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, name="stall-sampler", daemon=True)
+        self._sampler.start()
+
+    def _thread_cpu(self) -> None:
+        for thread in threading.enumerate():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().split()
+                seconds = (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+                self.thread_cpu[thread.native_id] = (thread.name, seconds)
+
+    def _sample(self) -> None:
+        ticks = 0
+        while not self._stop.wait(self.SAMPLE_S):
+            ticks += 1
+            if ticks % 500 == 0:
+                self._thread_cpu()
+            if time.perf_counter() - self._beat < self.TICK_S + self.STALL_S:
+                continue
+            frames = sys._current_frames()
+            frame = frames.get(self._loop_thread)
+            if frame is not None:
+                self.stall_sites[_site(frame)] += 1
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, other in frames.items():
+                if ident not in (self._loop_thread, threading.get_ident()):
+                    self.other_sites[f"{names.get(ident)}: {_site(other)}"] += 1
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -158,14 +214,35 @@ class _Pauses:
         import asyncio
 
         while True:
-            asked = time.perf_counter()
+            asked = self._beat = time.perf_counter()
             await asyncio.sleep(self.TICK_S)
             self.loop_late_ms.append((time.perf_counter() - asked - self.TICK_S) * 1000)
 
     def save(self) -> None:
         gc.callbacks.remove(self._on_gc)
-        figures = {"loop_late_ms": self.loop_late_ms, "gc_ms": self.gc_ms}
+        self._stop.set()
+        self._sampler.join()
+        sites = self.stall_sites.most_common(STALL_SITES)
+        figures = {"loop_late_ms": self.loop_late_ms, "gc_ms": self.gc_ms, "stall_sites": sites}
+        figures["other_sites"] = self.other_sites.most_common(30)
+        figures["render_ms"] = self.render_ms
+        self._thread_cpu()
+        cpu: Counter[str] = Counter()
+        for name, seconds in self.thread_cpu.values():
+            cpu[name.rstrip("_0123456789")] += seconds
+        figures["thread_cpu_s"] = dict(cpu)
         self.path.write_text(json.dumps(figures), encoding="utf-8")
+
+
+def _site(frame: Any) -> str:
+    """The innermost frames of a stack, ours and the libraries', as one line: a stall's site."""
+    names = []
+    while frame is not None and len(names) < SITE_DEPTH:
+        code = frame.f_code
+        where = code.co_filename.rsplit("site-packages/", 1)[-1].rsplit("/src/", 1)[-1]
+        names.append(f"{where}:{frame.f_lineno} {code.co_name}")
+        frame = frame.f_back
+    return " < ".join(names)
 
 
 # --- this process -------------------------------------------------------------------------
@@ -404,6 +481,10 @@ def watch(load: Load, storage: str, urls: list[str], workdir: Path) -> dict[str,
             str(g): {"count": len(ms), "total_ms": sum(ms), "max_ms": ms[-1] if ms else 0.0}
             for g, ms in collections.items()
         },
+        "stall_sites": pauses.get("stall_sites", []),
+        "other_sites": pauses.get("other_sites", []),
+        "thread_cpu_s": pauses.get("thread_cpu_s", {}),
+        "render_ms": pauses.get("render_ms", []),
         "window_s": window_s,
         "queries": queries,
         "cpu_s": cpu_s,
@@ -575,8 +656,11 @@ def render(result: dict[str, Any]) -> str:
         " `GET /metrics`, the daemon's resident memory (VmRSS) and its CPU time (all its"
         " threads) from /proc. Inside the daemon's process, an APScheduler listener records"
         " the time each run was scheduled for (or that it was skipped), a timer every 50 ms"
-        " records how late the event loop wakes it, and `gc.callbacks` time the garbage"
-        " collector. A run's lag is its `started_at`, as stored, minus its scheduled time."
+        " records how late the event loop wakes it (and, from a thread of its own, where the"
+        " loop's thread is while that timer is late), `gc.callbacks` time the garbage"
+        " collector, the exporter's rendering of `/metrics` is timed, and each thread's CPU"
+        " time is read from /proc. A run's lag is its `started_at`, as stored, minus its"
+        " scheduled time."
         f" The first {load['warmup_runs']} runs are the warm-up (three runs of every job: the"
         " start jitter, the first run pinning each baseline, memory growing until each pair"
         f" has kept its pinned and its previous report); then {load['runs']} runs are"
@@ -623,15 +707,41 @@ def _meaning(result: dict[str, Any]) -> str:
     best = max([sqlite, *kept], key=lambda s: s["canaries_per_s"])
     late, collected = sqlite["loop_late_ms"], sqlite["gc"]
     gc_s = sum(g["total_ms"] for g in collected.values()) / 1000
+    renders = sorted(cpu for _, cpu in sqlite.get("render_ms", [])[1:]) or [0.0]
+    threads = sqlite.get("thread_cpu_s", {})
+    by_thread = ", ".join(
+        f"{THREAD_NAMES.get(name, name)} {seconds:.0f} s"
+        for name, seconds in sorted(threads.items(), key=lambda item: -item[1])
+        if name in THREAD_NAMES
+    )
+    sites = sqlite.get("stall_sites", [])
+    where = (
+        f" While the timer was late, the loop's thread was most often at `{_frame(sites[0][0])}`"
+        f" ({sites[0][1]} of {sum(n for _, n in sites)} samples of the commonest sites): waiting"
+        " to take the interpreter back after a socket write, while another thread held it."
+        if sites
+        else ""
+    )
     stalls = (
         f" The event loop woke a 50 ms timer late by more than 100 ms {late['over_100ms']}"
         f" times (p99 {late['p99']:.0f} ms, longest {late['max']:.0f} ms): a scrape or a run's"
-        " start waits behind whatever holds the loop: the probes' HTTP client or a garbage"
-        " collection. A run's evaluation and report (pure Python, tens of ms for 200"
-        " canaries) and the decoding of a newly pinned baseline run in a worker thread"
-        " (`serve/judging.py`), which takes the interpreter from the loop only for a switch"
-        " interval at a time (1 ms, as `ragcanary serve` sets it). The collector ran"
-        f" {gc_s:.1f} s in all (full collections: {collected['2']['count']}, the longest"
+        " start waits behind whatever holds the loop: the probes' HTTP client, a garbage"
+        f" collection, or a worker thread holding the interpreter.{where} CPU by thread over"
+        f" the daemon's life: {by_thread}. A run's evaluation and report (pure Python, tens of"
+        " ms for 200 canaries) and the decoding of a newly pinned baseline run in a worker"
+        " thread (`serve/judging.py`), which takes the interpreter from the loop only for a"
+        " switch interval at a time (1 ms, as `ragcanary serve` sets it; 0.2 ms was measured"
+        " too, 2026-11-26: more CPU and slower scrapes). A scrape's own rendering took"
+        f" {statistics.median(renders):.1f} ms of CPU (median; {renders[-1]:.0f} ms at most,"
+        " after the first): each pair's text is rendered as its run ends"
+        " (`Exporter.observe_run`), so a scrape joins cached texts. Rendered by the scrape"
+        " instead, it took 25 to 60 ms while runs were ending, and jobs whose first runs all"
+        " fell in the first 30 s of the minute probed in bursts that kept the loop busy for"
+        " half of every minute (scrapes at a median of 73 to 154 ms, measured 2026-11-26 over"
+        " 300 runs); first runs now lie evenly over the interval (`serve/daemon.py`,"
+        " `MAX_START_JITTER_S`). The collector ran"
+        f" {gc_s:.1f} s in all (timed by its callbacks, so waits for the interpreter count;"
+        f" full collections: {collected['2']['count']}, the longest"
         f" {collected['2']['max_ms']:.0f} ms), with `ragcanary serve`'s settings"
         " (`serve/collector.py`: start-up frozen, collections rarer); with CPython's defaults"
         " it took over 40% of the daemon's CPU at this load (measured 2026-11-25 over 600 runs:"
@@ -671,6 +781,11 @@ def _meaning(result: dict[str, Any]) -> str:
         + " The retrievers and other engineers' processes share the same two cores here (see"
         " the load average): on a machine of its own a daemon carries more."
     )
+
+
+def _frame(site: str) -> str:
+    """The innermost frame of a stall site, as file:line function."""
+    return site.split(" < ")[0].rsplit("/lib/python3", 1)[-1].split("/", 1)[-1]
 
 
 def _asked(figures: dict[str, Any]) -> float:
