@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,6 +13,7 @@ from ragcanary.probe.cycle import judge_run
 from ragcanary.reports.report import run_from_report, to_report
 from ragcanary.suites.loaded import LoadedConfig
 from ragcanary.suites.suite import Suite
+from ragcanary.threads import run_in
 
 Pair = tuple[str, str]  # (suite, target)
 JudgeRun = Callable[[LoadedConfig, str, str, RunResult, RunResult | None], Evaluation]
@@ -38,8 +36,9 @@ class Judge:
     report are pure Python, tens of milliseconds for a suite of a few hundred canaries, and so
     is decoding the baseline's report. On the event loop that would hold up every other run's
     queries and every scrape for as long; in a thread the loop gets the interpreter back at
-    least every switch interval (5 ms). One thread: under the GIL more would not judge faster,
-    only take the interpreter from the loop more often. A baseline is decoded again only when
+    least every switch interval (1 ms, as `serve` sets it). One thread: under the GIL more
+    would not judge faster, only take the interpreter from the loop more often. A baseline is
+    decoded again only when
     its run id changes (a new pin, another previous run) or the suite does (a reload).
     """
 
@@ -90,6 +89,4 @@ class Judge:
         return evaluation, to_report(evaluation)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        context = contextvars.copy_context()  # as asyncio.to_thread does: log context too
-        call = functools.partial(context.run, fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+        return await run_in(self._thread, fn, *args)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +14,7 @@ import structlog
 from ragcanary.store.buffer import BufferedWriter
 from ragcanary.store.spool import Spool
 from ragcanary.store.storage import StorageError, Store
+from ragcanary.threads import run_in
 
 log = structlog.get_logger("ragcanary")
 
@@ -274,8 +273,7 @@ class RunKeeper:
 
     async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in the writes' thread, as ``asyncio.to_thread`` would in the pool's."""
-        call = functools.partial(contextvars.copy_context().run, fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._writes, call)
+        return await run_in(self._writes, fn, *args)
 
     def _failed(
         self, operation: str, exc: StorageError | None, message: str, **fields: Any
