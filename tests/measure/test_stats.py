@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.measure.stats import bootstrap_ci, bootstrap_cis, permutation_test
+from ragcanary.measure.stats import (
+    _index_sampler,
+    _quantile,
+    bootstrap_ci,
+    bootstrap_cis,
+    permutation_test,
+)
 
 small_deltas = st.lists(st.sampled_from([-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]), max_size=30)
 
@@ -182,3 +188,46 @@ def test_bootstrap_cis_gives_each_column_what_bootstrap_ci_gives_it_alone() -> N
     for column, interval in zip(columns, together, strict=True):
         alone = bootstrap_ci(column, weights, rounds=3000, seed=3)
         assert interval == pytest.approx(alone, abs=1e-12)
+
+
+def _drawn_one_by_one(
+    rows: list[list[float]], weights: list[float], rounds: int, seed: int
+) -> list[tuple[float, float]]:
+    """The bootstrap as its definition reads: every drawn case's weighted delta, in order."""
+    draw = _index_sampler(len(rows), seed)
+    means: list[list[float]] = [[] for _ in rows[0]]
+    for _ in range(rounds):
+        drawn = list(draw())
+        total_weight = sum(weights[i] for i in drawn)
+        for j, out in enumerate(means):
+            out.append(sum(rows[i][j] * weights[i] for i in drawn) / total_weight)
+    return [(_quantile(m, 0.025), _quantile(m, 0.975)) for m in means]
+
+
+@pytest.mark.parametrize(
+    ("cases", "moved", "uniform"),
+    [
+        (200, 0, True),
+        (200, 1, True),
+        (300, 5, True),
+        (40, 16, True),
+        (40, 17, True),
+        (60, 4, False),
+    ],
+)
+def test_bootstrap_cis_gives_the_definitions_intervals_however_many_cases_moved(
+    cases: int, moved: int, uniform: bool
+) -> None:
+    """Few moved cases take a counting shortcut, many the general path: both give what
+    drawing and adding one case at a time gives."""
+    rng = np.random.default_rng(cases + moved)
+    rows = [[0.0, 0.0, 0.0] for _ in range(cases)]
+    for i in rng.choice(cases, size=moved, replace=False):
+        rows[int(i)] = rng.normal(size=3).tolist()
+    weights = [1.0] * cases if uniform else (rng.random(cases) + 0.5).tolist()
+    got = bootstrap_cis(rows, weights, rounds=400, seed=11)
+    expected = _drawn_one_by_one(rows, weights, 400, 11)
+    flat = [v for ci in expected for v in ci]
+    assert [v for ci in got for v in ci] == pytest.approx(flat, rel=1e-12, abs=1e-12)
+    if moved == 0:
+        assert got == [(0.0, 0.0)] * 3

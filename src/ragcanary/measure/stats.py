@@ -17,6 +17,10 @@ Alternative = Literal["less", "greater", "two-sided"]
 
 # Relative slack so a permuted mean equal to the observed one up to rounding counts as a tie.
 _TOLERANCE = 1e-12
+# The bootstrap counts draws of each moved case (``_counted_cis``) when at most this many moved:
+# m counts of n characters in C beat mapping n indices in Python up to about this m.
+_COUNTED_AT_MOST = 16
+_CHARS = 0x110000  # indices read as characters must be code points
 
 
 def _validated(values: list[float], weights: Sequence[float] | None) -> list[float]:
@@ -150,14 +154,19 @@ def bootstrap_cis(
     uniform_weight = kept_weights[0] if len(set(kept_weights)) == 1 else None
     # Only cases with a non-zero delta add to a numerator. A resample's cases are looked up in
     # ``slot`` (a case's 1-based place among those, or 0) and the zeros dropped, so that a run
-    # where most cases did not move costs little. The sums are the same to the last bit.
+    # where most cases did not move costs little. The sums are the same to the last bit; when
+    # few moved, ``_counted_cis`` adds them by counts, which differs in the last bits only.
     moved = [i for i in kept if any(rows[i])]
     slot = [0] * len(w)
     for place, i in enumerate(moved, start=1):
         slot[i] = place
     slots = [slot[i] for i in kept]
     weighted = [[0.0, *(rows[i][j] * w[i] for i in moved)] for j in range(width)]
+    if not moved:
+        return [(0.0, 0.0)] * width  # every resample's mean is 0
     draw = _index_sampler(n, seed)
+    if uniform_weight is not None and len(moved) <= _COUNTED_AT_MOST and n < _CHARS:
+        return _counted_cis(draw, slots, weighted, n * uniform_weight, rounds, confidence)
     means: list[list[float]] = [[] for _ in range(width)]
     for _ in range(rounds):
         indices = draw()
@@ -169,6 +178,38 @@ def bootstrap_cis(
         )
         for column, out in zip(weighted, means, strict=True):
             out.append(_sum_at(column, picked) / total_weight)
+    alpha = 1.0 - confidence
+    return [(_quantile(m, alpha / 2), _quantile(m, 1.0 - alpha / 2)) for m in means]
+
+
+def _counted_cis(
+    draw: Callable[[], memoryview],
+    slots: list[int],
+    weighted: list[list[float]],
+    total_weight: float,
+    rounds: int,
+    confidence: float,
+) -> list[tuple[float, float]]:
+    """``bootstrap_cis`` when few cases moved and all weigh the same: each resample's sums are
+    the moved cases' values times how often the resample drew each.
+
+    Mapping every drawn index through ``slots`` costs a Python object per case and round; a
+    run of hundreds of canaries where a handful moved spent most of its evaluation there. The
+    draws are read as text instead, one character per index, and ``str.count`` counts each
+    moved case's in C. The same resamples as the general path; the sums differ from it in the
+    last bits only, since they add counted multiples rather than one draw at a time.
+    """
+    marks = [(chr(position), place) for position, place in enumerate(slots) if place]
+    means: list[list[float]] = [[] for _ in weighted]
+    for _ in range(rounds):
+        drawn = draw().tobytes().decode("utf-32-le", "surrogatepass")
+        counts = [(drawn.count(mark), place) for mark, place in marks]
+        for column, out in zip(weighted, means, strict=True):
+            total = 0.0
+            for count, place in counts:
+                if count:
+                    total += count * column[place]
+            out.append(total / total_weight)
     alpha = 1.0 - confidence
     return [(_quantile(m, alpha / 2), _quantile(m, 1.0 - alpha / 2)) for m in means]
 
