@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ragcanary.measure.metrics import dedupe
 from ragcanary.measure.results import ScoreOrder
@@ -72,9 +73,12 @@ def jaccard(a: Sequence[str], b: Sequence[str], k: int) -> float:
     return len(top_a & top_b) / len(union)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """An id at a 1-based rank of one list, with the score the target gave it."""
+class Entry(NamedTuple):
+    """An id at a 1-based rank of one list, with the score the target gave it.
+
+    A named tuple, not a frozen dataclass: evaluating a run makes forty of these per canary,
+    and a tuple is made in less than half the time.
+    """
 
     id: str
     rank: int
