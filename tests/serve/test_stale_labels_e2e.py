@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,22 +36,9 @@ def test_a_document_the_index_lost_becomes_a_stale_label_and_validate_live_names
     tmp_path: Path,
 ) -> None:
     with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever:
-        cases = [
-            {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
-        ]
         # A hard canary: its document never comes back. A miss, not a label that went stale.
-        cases.append({"id": "hard", "query": QUERIES[0], "relevant": ["never-returned"]})
-        (tmp_path / "core.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
-        port = free_port()
-        suite = {"cases": "core.yaml", "targets": ["vendor"], "every": "1s", "stale_label_runs": 3}
-        config = {
-            "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
-            "listen": f"127.0.0.1:{port}",
-            "targets": {"vendor": target_entry(retriever.url, timeout="5s", retries=0)},
-            "suites": {"core": suite},
-        }
-        path = tmp_path / "ragcanary.yaml"
-        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        hard = {"id": "hard", "query": QUERIES[0], "relevant": ["never-returned"]}
+        path, port = _configure(tmp_path, retriever.url, window=3, extra_cases=[hard])
         daemon = DaemonProcess(path, port, {"VENDOR_KEY": API_KEY})
         labels = {"suite": "core", "target": "vendor"}
         with running(daemon):
@@ -77,20 +65,7 @@ def test_runs_stored_before_a_restart_count_toward_the_window(tmp_path: Path) ->
     """A restarted daemon (or a replica) reads the window's earlier runs from storage: an id
     they returned is not stale at the first run after it stopped coming back."""
     with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever:
-        cases = [
-            {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
-        ]
-        (tmp_path / "core.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
-        port = free_port()
-        suite = {"cases": "core.yaml", "targets": ["vendor"], "every": "1s", "stale_label_runs": 4}
-        config = {
-            "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
-            "listen": f"127.0.0.1:{port}",
-            "targets": {"vendor": target_entry(retriever.url, timeout="5s", retries=0)},
-            "suites": {"core": suite},
-        }
-        path = tmp_path / "ragcanary.yaml"
-        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        path, port = _configure(tmp_path, retriever.url, window=4)
         env = {"VENDOR_KEY": API_KEY}
         with running(DaemonProcess(path, port, env)) as first:
             first.wait_runs("core", "vendor", 3, DEADLINE_S, outcome="ok")
@@ -115,3 +90,27 @@ def _runs(daemon: DaemonProcess) -> list[dict[str, Any]]:
     answer = daemon.get("/api/v1/runs", suite="core", limit=1000)
     found: list[dict[str, Any]] = answer.json()["runs"]
     return found
+
+
+def _configure(
+    tmp_path: Path, url: str, window: int, extra_cases: Sequence[dict[str, Any]] = ()
+) -> tuple[Path, int]:
+    """A config running suite core (one canary per query, ``rel-i`` relevant) every second on
+    the retriever at ``url``, stale labels over ``window`` runs; its path and port."""
+    cases = [
+        {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
+    ]
+    (tmp_path / "core.yaml").write_text(
+        json.dumps({"cases": [*cases, *extra_cases]}), encoding="utf-8"
+    )
+    port = free_port()
+    suite = {"cases": "core.yaml", "targets": ["vendor"], "every": "1s", "stale_label_runs": window}
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "listen": f"127.0.0.1:{port}",
+        "targets": {"vendor": target_entry(url, timeout="5s", retries=0)},
+        "suites": {"core": suite},
+    }
+    path = tmp_path / "ragcanary.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path, port
