@@ -179,7 +179,11 @@ def render(result: dict[str, Any]) -> str:
         f" ({us['socket_ours'] / us['socket_bare']:.1f}x the bare aiohttp loop's"
         f" {us['socket_bare']:.0f} µs), and judging, reporting, exporting and storing the run"
         f" {rest:.0f} µs, {us['evaluate'] / rest:.0%} of it `evaluate` (its cost by suite size"
-        f" is in the evaluation section). Of the probe, our runner and target adapter add"
+        f" is in the evaluation section). The retriever answers alike every time, like an"
+        " unchanged one, so no case moved against the previous run and `evaluate` skips the"
+        " bootstrap's resampling (every interval is (0, 0)); with a handful moved it counts"
+        " their draws (`measure/stats.py`), and the evaluation section times suites where a"
+        " quarter of the cases moved. Of the probe, our runner and target adapter add"
         + (
             f" {runner:.0f} µs ({share:.0%} of what httpx alone spends without any network,"
             f" {us['bare']:.0f} µs)"

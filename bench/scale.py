@@ -690,10 +690,19 @@ def _meaning(result: dict[str, Any]) -> str:
     ]
     pg = result.get("postgresql", {})
     if "skipped" not in pg:
+        scrape = pg["scrape_ms"]
         goals.append(
             f"PostgreSQL stored {pg['runs_stored']:,} of {pg['runs_done']:,.0f} runs with at most"
-            f" {pg['buffered_max']:.0f} waiting, lag p99 {pg['lag']['p99_s']:.3f} s"
+            f" {pg['buffered_max']:.0f} waiting, lag p99 {pg['lag']['p99_s']:.3f} s, `/metrics`"
+            f" p99 {scrape['p99']:.0f} ms ({verdict(scrape['p99'], GOAL_SCRAPE_MS)} ≤ 50 ms;"
+            f" median {scrape['median']:.0f} ms)"
         )
+        if scrape["p99"] > GOAL_SCRAPE_MS:
+            goals.append(
+                "on PostgreSQL the storage threads (psycopg's pipelined writes and the reads"
+                " before each run, Python-level protocol code) hold the interpreter longer than"
+                " SQLite's, and a scrape now and then waits for the loop behind them"
+            )
     if "skipped" not in pg and lag["p99_s"] > GOAL_LAG_S >= pg["lag"]["p99_s"]:
         goals.append(
             "late runs are SQLite's: the same load on PostgreSQL starts on time, although a"

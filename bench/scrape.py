@@ -232,9 +232,12 @@ def render(result: dict[str, Any]) -> str:
         f" {result['full_ms'] / ref:.2f} times what prometheus_client needs for plain Gauges,"
         f" {result['full_ms']:.0f} ms at this size, so the exporter keeps each pair's"
         " series in a registry of its own and caches its text until one of them changes"
-        " (`ragcanary.serve.exposition`): a scrape renders only the pairs whose runs finished since"
-        " the last one and joins the rest. The first scrape after a start or a reload renders"
-        " everything once, as the full-render row does."
+        " (`ragcanary.serve.exposition`). A pair's text is rendered again as its run ends"
+        " (`Exporter.observe_run`, here in the untimed feeding), so a scrape only joins cached"
+        " texts; until 2026-11-26 the scrape rendered the pairs that ran since the last one"
+        " itself, which at 200 jobs a minute cost 25 to 60 ms on the daemon's busy event loop"
+        " (the scale section). The first scrape after a start or a reload renders everything"
+        " once, as the full-render row does."
     )
     return section(what, "scrape", figures, meaning)
 
