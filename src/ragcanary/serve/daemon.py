@@ -26,8 +26,6 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.config.schedule import build_trigger
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
-from ragcanary.measure.results import RunResult
-from ragcanary.measure.stale import relevant_ids, stale_labels
 from ragcanary.probe.cycle import probe_cycle
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
@@ -56,7 +54,7 @@ from ragcanary.serve.replicas import (
     takeover_s,
     tick_of,
 )
-from ragcanary.serve.returned import ReturnedIds
+from ragcanary.serve.stale_check import StaleLabels
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.lock import Lock, acquire
@@ -195,10 +193,8 @@ class Daemon:
         )
         self._intake_task: asyncio.Task[None] | None = None
         self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
-        # Which relevant ids each pair's index no longer holds, asked now and then.
-        self.index_checks = index_checks or IndexChecks()
+        self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
-        self.returned = ReturnedIds()  # what recent runs returned, for stale labels
         self._storage_task: asyncio.Task[None] | None = None
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self._clients: dict[str, httpx.AsyncClient] = {}
@@ -496,7 +492,7 @@ class Daemon:
         for removed in changes.jobs.removed:
             self.scheduler.remove_job(removed)
             suite, _, target = removed.partition("/")
-            self.returned.forget((suite, target))
+            self.stale.forget((suite, target))
         now = datetime.now(UTC)
         for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
             suite, _, target = key.partition("/")
@@ -719,7 +715,9 @@ class Daemon:
                 "claimed": claim.claimed,
             }
         if report["outcome"] != "unavailable":
-            report["stale_labels"] = await self._stale_labels(key, evaluation.run, baseline)
+            report["stale_labels"] = await self.stale.find(
+                self.loaded, pair, evaluation.run, baseline
+            )
         self.exporter.observe_run(report)
         self._shown[pair] = max(evaluation.run.started_at, self._shown.get(pair, EPOCH))
         saved = await self.keeper.save(report)
@@ -729,80 +727,17 @@ class Daemon:
         log_run(report)
         return report
 
-    async def _stale_labels(
-        self, key: JobKey, run: RunResult, baseline: RunResult | None
-    ) -> list[dict[str, str]] | None:
-        """The relevant ids the baseline run got back and no canary got back over the suite's
-        last ``stale_label_runs`` answered runs, this one included (``reason: not_returned``),
-        and those the target's index no longer holds (``missing``, at once); None when
-        neither can be told: fewer runs or no baseline (or no storage), and no index lookup.
-
-        An id the target never returned is a canary it fails, not a label that went stale: a
-        hard canary of a healthy retriever must not open a ticket.
-        """
-        window = self.loaded.config.suites[key.suite].stale_label_runs
-        missing = await self._left_the_index(key)
-        returned = None
-        if baseline is not None:
-            returned = await self._returned(key, run, window)
-        if returned is None and missing is None:
-            return None
-        alive_once = {i for r in baseline.results for i in r.answer.ids} if baseline else set()
-        stale = stale_labels(self.loaded.suites[key.suite].cases, returned, missing or set())
-        return [
-            {"case": lb.case, "id": lb.id, "reason": lb.reason}
-            for lb in stale
-            if lb.reason == "missing" or lb.id in alive_once
-        ]
-
-    async def _returned(self, key: JobKey, run: RunResult, window: int) -> set[str] | None:
-        """The ids ``run`` and the pair's ``window - 1`` answered runs before it returned;
-        None when there are fewer such runs or storage cannot tell."""
-        pair = (key.suite, key.target)
-        earlier = await self.keeper.call(
-            self.store.answered_runs, key.suite, key.target, window - 1
-        )
-        if earlier is None:
-            return None
-        unseen = self.returned.unseen(pair, earlier)
-        if unseen:
-            fetched = await self.keeper.call(self.store.returned_by, key.suite, unseen)
-            if fetched is None:
-                return None
-            starts = dict(earlier)
-            for run_id in unseen:
-                self.returned.add(pair, run_id, starts[run_id], fetched.get(run_id, ()))
-        ids = (i for r in run.results for i in r.answer.ids)
-        self.returned.add(pair, run.run_id, run.started_at, ids)
-        since = min((at for _, at in earlier), default=run.started_at)
-        returned = self.returned.returned(pair, min(since, run.started_at))
-        return returned if len(earlier) >= window - 1 else None
-
-    async def _left_the_index(self, key: JobKey) -> frozenset[str] | None:
-        """The suite's relevant ids the target's index no longer holds; None when it cannot
-        tell. Asked at most once per ``stale_label_runs`` runs or an hour (``IndexChecks``),
-        on the target's client and within its concurrency."""
-        loaded = self.loaded
-        ids = relevant_ids(loaded.suites[key.suite].cases)
-        config = loaded.config.targets[key.target]
-        pair = (key.suite, key.target)
-        question = (tuple(ids), config)
-        runs = loaded.config.suites[key.suite].stale_label_runs
-        if not self.index_checks.due(pair, question, runs):
-            return self.index_checks.last(pair)
-        missing = None
+    async def _look_up(self, pair: tuple[str, str], ids: list[str]) -> set[str] | None:
+        """Which of ``ids`` the index of ``pair``'s target no longer holds (None: it cannot
+        tell), asked on the target's client and within its concurrency."""
+        name = pair[1]
+        config = self.loaded.config.targets[name]
+        target = make_target(name, config, self._client(name), Redactor(self.loaded.secrets))
         try:
-            redact = Redactor(loaded.secrets)
-            target = make_target(key.target, config, self._client(key.target), redact)
-            try:
-                async with self._gate(key.target).slots:
-                    missing = await target.missing(ids)
-            finally:
-                await target.aclose()
-        except Exception:  # the run is stored whatever the lookup did
-            log.exception("index lookup failed", suite=key.suite, target=key.target)
-        self.index_checks.remember(pair, question, missing)
-        return self.index_checks.last(pair)
+            async with self._gate(name).slots:
+                return await target.missing(ids)
+        finally:
+            await target.aclose()
 
     async def search(
         self, target: str, queries: list[str], depth: int, on_answer: OnAnswer
