@@ -157,13 +157,13 @@ def bootstrap_cis(
     # where most cases did not move costs little. The sums are the same to the last bit; when
     # few moved, ``_counted_cis`` adds them by counts, which differs in the last bits only.
     moved = [i for i in kept if any(rows[i])]
+    if not moved:
+        return [(0.0, 0.0)] * width  # every resample's mean is 0
     slot = [0] * len(w)
     for place, i in enumerate(moved, start=1):
         slot[i] = place
     slots = [slot[i] for i in kept]
     weighted = [[0.0, *(rows[i][j] * w[i] for i in moved)] for j in range(width)]
-    if not moved:
-        return [(0.0, 0.0)] * width  # every resample's mean is 0
     draw = _index_sampler(n, seed)
     if uniform_weight is not None and len(moved) <= _COUNTED_AT_MOST and n < _CHARS:
         return _counted_cis(draw, slots, weighted, n * uniform_weight, rounds, confidence)
@@ -178,8 +178,7 @@ def bootstrap_cis(
         )
         for column, out in zip(weighted, means, strict=True):
             out.append(_sum_at(column, picked) / total_weight)
-    alpha = 1.0 - confidence
-    return [(_quantile(m, alpha / 2), _quantile(m, 1.0 - alpha / 2)) for m in means]
+    return _intervals(means, confidence)
 
 
 def _counted_cis(
@@ -210,6 +209,11 @@ def _counted_cis(
                 if count:
                     total += count * column[place]
             out.append(total / total_weight)
+    return _intervals(means, confidence)
+
+
+def _intervals(means: list[list[float]], confidence: float) -> list[tuple[float, float]]:
+    """The percentile interval of each column's resampled means."""
     alpha = 1.0 - confidence
     return [(_quantile(m, alpha / 2), _quantile(m, 1.0 - alpha / 2)) for m in means]
 

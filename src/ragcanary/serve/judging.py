@@ -38,8 +38,8 @@ class Judge:
     queries and every scrape for as long; in a thread the loop gets the interpreter back at
     least every switch interval (1 ms, as `serve` sets it). One thread: under the GIL more
     would not judge faster, only take the interpreter from the loop more often. A baseline is
-    decoded again only when
-    its run id changes (a new pin, another previous run) or the suite does (a reload).
+    decoded again only when its run id changes (a new pin, another previous run) or the suite
+    does (a reload).
     """
 
     def __init__(self, judge: JudgeRun = judge_run) -> None:
