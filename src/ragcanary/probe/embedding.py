@@ -22,6 +22,7 @@ from ragcanary.probe.target import (
     http_client,
     read_capped,
 )
+from ragcanary.probe.transport import close
 from ragcanary.redact import Redactor
 
 # Statuses worth asking again: overload and the server's own trouble, as for targets.
@@ -131,7 +132,7 @@ class Embedder:
                         )
                     raw = await _read_capped(response, config.max_response_bytes)
                 finally:
-                    await response.aclose()
+                    await close(response)
         except _Failed:
             raise
         except (TimeoutError, httpx.TimeoutException) as exc:

@@ -27,7 +27,7 @@ from ragcanary import __version__
 from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError, Problem
 from ragcanary.measure.results import Answer, Outcome
-from ragcanary.probe.transport import Client
+from ragcanary.probe.transport import Client, close
 from ragcanary.redact import Redactor
 
 BACKOFF_BASE_S = 0.2
@@ -398,7 +398,7 @@ class HttpTarget:
                         await self._check_status(response)
                     body = await read_capped(response, self._config.max_response_bytes)
                 finally:
-                    await response.aclose()
+                    await close(response)
         except QueryFailed:
             raise
         except (TimeoutError, httpx.TimeoutException) as exc:
@@ -430,7 +430,7 @@ class HttpTarget:
             following = response.next_request
             if following is None:
                 return response
-            await response.aclose()
+            await close(response)
             if _origin(following.url) != origin:
                 if self._config.follow_redirects != "any":
                     where = self._redact(str(following.url.copy_with(query=None)))[:200]
