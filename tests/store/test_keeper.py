@@ -29,19 +29,26 @@ async def test_the_previous_run_is_the_newest_stored_whichever_replica_ran_it(
     await theirs.save(make_report("r2", NOW + timedelta(minutes=1)))
     previous = await mine.baseline(pair, "previous")
     assert previous is not None
-    assert previous["run_id"] == "r2"
+    assert previous.run_id == "r2"
     await mine.save(make_report("r3", NOW + timedelta(minutes=2)))
-    assert (await theirs.baseline(pair, "previous") or {})["run_id"] == "r3"
+    newest = await theirs.baseline(pair, "previous")
+    assert newest is not None
+    assert newest.run_id == "r3"
 
 
 async def test_a_run_not_stored_yet_stays_the_previous_one(store: Store) -> None:
     """A newer run this replica still buffers is not replaced by an older stored one."""
-    keeper = RunKeeper(store)
+    keeper, pair = RunKeeper(store), ("core", "search")
     store.save_run(make_report("stored", NOW))
+    # As in the daemon, a run asks for its baseline before it is saved: the keeper learns
+    # that the pair follows its previous run.
+    assert await keeper.baseline(pair, "previous") is not None
     keeper.down = True  # storage out of reach: the run waits in memory
     await keeper.save(make_report("buffered", NOW + timedelta(minutes=1)))
     keeper.down = False
-    assert (await keeper.baseline(("core", "search"), "previous") or {})["run_id"] == "buffered"
+    previous = await keeper.baseline(pair, "previous")
+    assert previous is not None
+    assert previous.run_id == "buffered"
 
 
 async def test_a_runs_baseline_is_read_while_other_runs_writes_wait_for_the_lock(
@@ -64,7 +71,8 @@ async def test_a_runs_baseline_is_read_while_other_runs_writes_wait_for_the_lock
         ]
         await asyncio.sleep(0)  # one turn of the loop: every save hands its write to a thread
         pinned = await asyncio.wait_for(keeper.baseline(("core", "search"), "pinned"), 30)
-        assert (pinned or {})["run_id"] == "pinned"
+        assert pinned is not None
+        assert pinned.run_id == "pinned"
         assert not any(save.done() for save in saves)  # the read did not wait for them
     finally:
         other.execute("COMMIT")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -11,6 +11,7 @@ from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
 from ragcanary.probe.cycle import judge_run
 from ragcanary.reports.report import run_from_report, to_report
+from ragcanary.store.keeper import KeptReport
 from ragcanary.suites.loaded import LoadedConfig
 from ragcanary.suites.suite import Suite
 from ragcanary.threads import run_in
@@ -48,18 +49,17 @@ class Judge:
         self._baselines: dict[Pair, _Decoded] = {}
 
     async def baseline(
-        self, pair: Pair, report: Mapping[str, Any] | None, suite: Suite
+        self, pair: Pair, report: KeptReport | None, suite: Suite
     ) -> RunResult | None:
         """``report`` (``pair``'s baseline) as the run it holds, judged by today's ``suite``."""
         if report is None:
             self._baselines.pop(pair, None)
             return None
-        run_id = str(report["run_id"])
         kept = self._baselines.get(pair)
-        if kept is not None and kept.run_id == run_id and kept.suite is suite:
+        if kept is not None and kept.run_id == report.run_id and kept.suite is suite:
             return kept.run
-        run = await self._in_thread(run_from_report, report, suite)
-        self._baselines[pair] = _Decoded(run_id, suite, run)
+        run = await self._in_thread(_decoded, report, suite)
+        self._baselines[pair] = _Decoded(report.run_id, suite, run)
         return run
 
     async def judge(
@@ -90,3 +90,7 @@ class Judge:
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         return await run_in(self._thread, fn, *args)
+
+
+def _decoded(report: KeptReport, suite: Suite) -> RunResult:
+    return run_from_report(report.report(), suite)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +21,30 @@ from ragcanary.threads import run_in
 log = structlog.get_logger("ragcanary")
 
 Pair = tuple[str, str]  # (suite, target)
+
+
+@dataclass(frozen=True)
+class KeptReport:
+    """A baseline's report kept between runs as its JSON text, decoded when it is needed.
+
+    Kept as dicts and lists, every pair's baseline report made up most of what the garbage
+    collector visits in a daemon of 200 pairs (hundreds of thousands of containers), and its
+    pauses held up the event loop and so the scrapes: docs/performance.md, "Scale of one
+    daemon". As text it is one object to the collector, and smaller.
+    """
+
+    run_id: str
+    started_at: str
+    text: str
+
+    @classmethod
+    def of(cls, report: Mapping[str, Any]) -> KeptReport:
+        text = json.dumps(report, separators=(",", ":"))
+        return cls(str(report["run_id"]), str(report.get("started_at")), text)
+
+    def report(self) -> dict[str, Any]:
+        decoded: dict[str, Any] = json.loads(self.text)
+        return decoded
 
 
 class RunKeeper:
@@ -51,8 +77,9 @@ class RunKeeper:
         self.spool = spool
         self.down = False
         self._on_error = on_error
-        self._pinned: dict[Pair, dict[str, Any]] = {}
-        self._previous: dict[Pair, dict[str, Any]] = {}
+        self._pinned: dict[Pair, KeptReport] = {}
+        self._previous: dict[Pair, KeptReport] = {}
+        self._following: set[Pair] = set()  # pairs whose baseline is their previous run
         self._migrated = False
         self._check: asyncio.Task[str | None] | None = None
         self.last_error: str | None = None  # why storage last failed, for /readyz
@@ -90,8 +117,9 @@ class RunKeeper:
 
     async def save(self, report: dict[str, Any]) -> bool:
         """Store ``report`` after any backlog, in order; False when it had to wait in memory."""
-        if report["outcome"] != "unavailable":
-            self._previous[(report["suite"], report["target"])] = report
+        pair = (report["suite"], report["target"])
+        if pair in self._following and report["outcome"] != "unavailable":
+            self._previous[pair] = KeptReport.of(report)
         saved = False
         if self.down:
             self.writer.hold(report)
@@ -187,22 +215,25 @@ class RunKeeper:
             )
         return len(reports)
 
-    async def baseline(self, pair: Pair, mode: str) -> dict[str, Any] | None:
+    async def baseline(self, pair: Pair, mode: str) -> KeptReport | None:
         """The report ``pair``'s next run is compared with: pinned, or the previous answered run."""
         if mode == "previous":
+            self._following.add(pair)
             # Storage may hold a newer run than this process saw: another replica's.
             found = await self.call(self.store.latest_run, *pair, exclude_unavailable=True)
             if found is not None and _newer(found, self._previous.get(pair)):
                 full = await self.call(self.store.get_report, found["run_id"])
                 if full:
-                    self._previous[pair] = full
+                    self._previous[pair] = KeptReport.of(full)
             return self._previous.get(pair)
+        self._following.discard(pair)
+        self._previous.pop(pair, None)
         cached = self._pinned.get(pair)
         pinned = await self.call(self.store.get_baseline, *pair)
-        if pinned is not None and (cached is None or cached["run_id"] != pinned):
+        if pinned is not None and (cached is None or cached.run_id != pinned):
             report = await self.call(self.store.get_report, pinned)
             if report:
-                self._pinned[pair] = report
+                self._pinned[pair] = KeptReport.of(report)
         return self._pinned.get(pair)
 
     async def pin_first_healthy(self, pair: Pair, report: dict[str, Any]) -> None:
@@ -215,7 +246,7 @@ class RunKeeper:
         if await self.call(self.store.get_baseline, *pair) is not None:
             return
         await self.call(self.store.set_baseline, *pair, report["run_id"])
-        self._pinned[pair] = report
+        self._pinned[pair] = KeptReport.of(report)
         log.info(
             "no baseline pinned yet: pinned this first healthy run "
             "(`ragcanary baseline accept` pins another)",
@@ -301,14 +332,14 @@ class RunKeeper:
         )
 
 
-def _newer(stored: Mapping[str, Any], seen: Mapping[str, Any] | None) -> bool:
+def _newer(stored: Mapping[str, Any], seen: KeptReport | None) -> bool:
     """Whether the stored run summary ``stored`` started after the report ``seen``."""
     if seen is None:
         return True
-    if stored["run_id"] == seen["run_id"]:
+    if stored["run_id"] == seen.run_id:
         return False
     try:
-        seen_at = datetime.fromisoformat(str(seen["started_at"]))
+        seen_at = datetime.fromisoformat(seen.started_at)
     except ValueError:
         return True
     if seen_at.tzinfo is None:
