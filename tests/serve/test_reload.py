@@ -241,7 +241,7 @@ async def test_a_reload_that_fails_to_apply_is_rolled_back(tmp_path: Path) -> No
     daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
     exporter.load(suite_pairs(daemon.loaded))
     daemon.scheduler.start(paused=True)  # jobs are laid out but none runs during the test
-    daemon._schedule_all()
+    daemon.jobs.schedule_all(daemon.loaded, daemon.prune)
     before = {job.id: (str(job.trigger), job.next_run_time) for job in daemon.scheduler.get_jobs()}
     old = daemon.loaded
     config["suites"] = {"hourly": {**HOURLY, "every": "2h"}, "minutely": CRON}
@@ -289,7 +289,7 @@ async def test_a_reload_that_changes_ui_url_replaces_the_ui_info_series(tmp_path
     daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
     daemon._export_config(daemon.loaded)  # what startup() does
     daemon.scheduler.start(paused=True)
-    daemon._schedule_all()
+    daemon.jobs.schedule_all(daemon.loaded, daemon.prune)
     sample = exporter.registry.get_sample_value
     try:
         assert sample("ragcanary_ui_info", {"url": "https://old.example.com"}) == 1.0
@@ -330,7 +330,7 @@ async def test_first_runs_of_many_jobs_lie_evenly_over_their_interval(
     daemon = Daemon(path, environ, load_config(path, environ), rng=random.Random(seed))
     daemon.scheduler.start(paused=True)
     started = datetime.now(UTC)
-    daemon._schedule_all()
+    daemon.jobs.schedule_all(daemon.loaded, daemon.prune)
     try:
         firsts = sorted(
             (job.next_run_time - started).total_seconds()

@@ -14,6 +14,7 @@ from apscheduler.triggers.cron import CronTrigger
 from ragcanary.config.model import Config, SuiteConfig
 from ragcanary.probe.cycle import settings_for
 from ragcanary.redact import Redactor
+from ragcanary.serve.exporter import SuitePairs
 from ragcanary.suites.loaded import LoadedConfig
 
 
@@ -87,3 +88,22 @@ def ui_base_url(config: Config) -> str | None:
     except ValueError:  # a host name
         everywhere = False
     return None if everywhere or not host else f"http://{host}:{port}"
+
+
+def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, SuitePairs]:
+    """What the exporter must know of each configured suite, its thresholds and interval too.
+
+    ``now`` is where a cron schedule's interval is measured from (default: the current time).
+    """
+    at = now or datetime.now(UTC)
+    return {
+        name: SuitePairs(
+            targets=tuple(cfg.targets),
+            ks=tuple(cfg.k),
+            per_case_metrics=cfg.per_case_metrics,
+            case_ids=tuple(c.id for c in loaded.suites[name].cases),
+            thresholds=verdict_thresholds(cfg),
+            interval_seconds=interval_seconds(cfg, at),
+        )
+        for name, cfg in loaded.config.suites.items()
+    }

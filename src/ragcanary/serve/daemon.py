@@ -20,10 +20,7 @@ import uvicorn
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobExecutionEvent
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
-from ragcanary.config.model import SuiteConfig
-from ragcanary.config.schedule import build_trigger
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
 from ragcanary.probe.cycle import probe_cycle
@@ -35,13 +32,15 @@ from ragcanary.reports.report import failure_kinds
 from ragcanary.serve.config_export import (
     config_hash,
     interval_seconds,
+    suite_pairs,
     ui_base_url,
-    verdict_thresholds,
 )
-from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.connections import Connections
+from ragcanary.serve.exporter import Exporter
 from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.index_checks import IndexChecks
 from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings, Recount
+from ragcanary.serve.jobs import JobKey, Jobs, job_triggers
 from ragcanary.serve.judging import Judge
 from ragcanary.serve.live_search import OnAnswer, search_now
 from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
@@ -50,7 +49,6 @@ from ragcanary.serve.replicas import (
     EPOCH,
     HEARTBEAT_S,
     Replicas,
-    grid_trigger,
     takeover_s,
     tick_of,
 )
@@ -64,14 +62,6 @@ from ragcanary.suites.loaded import LoadedConfig, load_config
 
 log = structlog.get_logger("ragcanary")
 
-# A job's first run comes at its own moment of its first interval, which spreads jobs of the
-# same interval evenly over it instead of starting them together and probing in bursts: at
-# 200 jobs every minute, jobs started within 30 s kept the event loop saturated for half of
-# every minute, and scrapes waited behind it (docs/performance.md, "Scale of one daemon").
-# Capped so a long interval does not leave a fresh daemon idle for minutes.
-MAX_START_JITTER_S = 60.0
-GOLDEN_STEP = (5**0.5 - 1) / 2
-PRUNE_EVERY_S = 3600.0
 KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every scrape)
 # Buffered runs are retried after this, doubling while storage refuses them, up to the max.
 STORAGE_RETRY_S = 1.0
@@ -93,35 +83,6 @@ class Claim:
     claimed: bool = True  # False: run while storage was down, claimed when it is stored
 
 
-@dataclass(frozen=True)
-class JobKey:
-    suite: str
-    target: str
-
-    @property
-    def id(self) -> str:
-        return job_id(self.suite, self.target)
-
-
-def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, SuitePairs]:
-    """What the exporter must know of each configured suite, its thresholds and interval too.
-
-    ``now`` is where a cron schedule's interval is measured from (default: the current time).
-    """
-    at = now or datetime.now(UTC)
-    return {
-        name: SuitePairs(
-            targets=tuple(cfg.targets),
-            ks=tuple(cfg.k),
-            per_case_metrics=cfg.per_case_metrics,
-            case_ids=tuple(c.id for c in loaded.suites[name].cases),
-            thresholds=verdict_thresholds(cfg),
-            interval_seconds=interval_seconds(cfg, at),
-        )
-        for name, cfg in loaded.config.suites.items()
-    }
-
-
 def intake_settings(loaded: LoadedConfig) -> IntakeSettings:
     """The failure reports' bounds and redactions, from the config's ``candidates:``."""
     config = loaded.config.candidates
@@ -131,11 +92,6 @@ def intake_settings(loaded: LoadedConfig) -> IntakeSettings:
         else tuple((r.pattern, r.replace) for r in config.redact)
     )
     return IntakeSettings(config.max_pending, config.rate_limit, config.burst, redactions)
-
-
-def trigger_for(suite: SuiteConfig) -> BaseTrigger:
-    """The trigger of ``suite``'s schedule: the one ``validate`` built when it checked it."""
-    return build_trigger(suite.every, suite.cron)
 
 
 class _ApiServer(uvicorn.Server):
@@ -170,8 +126,7 @@ class Daemon:
         self.redactor = redactor or RedactSecrets()
         self.grace_s = grace_s
         self.rng = rng or random.Random()
-        self._phase = self.rng.random()  # where the next job's first run falls in its interval
-        self.client_factory = client_factory
+        self.connections = Connections(client_factory)
         self.keeper = RunKeeper(
             Store.from_url(loaded.config.storage),
             spool=Spool(spool_path(loaded.config.storage, environ)),
@@ -196,11 +151,8 @@ class Daemon:
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
-        self.scheduler = AsyncIOScheduler(timezone=UTC)
-        self._clients: dict[str, httpx.AsyncClient] = {}
-        self._gates: dict[str, TargetGate] = {}  # shared limits of each target across suites
+        self.jobs = Jobs(self._run_job, rng=self.rng, on_grid=self.replicas is not None)
         self._running: dict[str, asyncio.Task[None]] = {}
-        self._closing: set[asyncio.Task[None]] = set()  # retired clients waiting for their runs
         self._stop = asyncio.Event()
         self._reloading = asyncio.Lock()  # one reload at a time, whether by API or SIGHUP
         self._sighups: set[asyncio.Task[ReloadResult]] = set()
@@ -211,6 +163,10 @@ class Daemon:
     @property
     def store(self) -> Store:
         return self.keeper.store
+
+    @property
+    def scheduler(self) -> AsyncIOScheduler:
+        return self.jobs.scheduler
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -237,7 +193,7 @@ class Daemon:
         self._export_config(self.loaded)
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
-        self._schedule_all()
+        self.jobs.schedule_all(self.loaded, self.prune)
         self.scheduler.start()
         self._install_signals()
         await self._start_server()
@@ -268,10 +224,7 @@ class Daemon:
                 )
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
-        for client in self._clients.values():
-            await client.aclose()
-        if self._closing:
-            await asyncio.wait(self._closing, timeout=5)
+        await self.connections.aclose()
         for background in (self._storage_task, self._replica_task, self._intake_task):
             if background is not None:
                 background.cancel()
@@ -442,18 +395,18 @@ class Daemon:
             try:
                 loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
                 changes = compare(self.loaded, loaded)
-                triggers = self._triggers(loaded)
+                triggers = job_triggers(loaded)
             except ConfigError as exc:
                 return self._rejected(400, [str(p) for p in exc.problems])
             except Exception as exc:  # a reload must never take the daemon down
                 log.exception("config reload failed")
                 return self._rejected(500, [f"the config could not be loaded ({exc!r})"])
-            jobs = self._jobs_snapshot()
+            jobs = self.jobs.snapshot()
             try:
                 self._apply(loaded, changes, triggers)
             except Exception as exc:
                 log.exception("applying the config failed; rolled back")
-                self._restore_jobs(jobs)
+                self.jobs.restore(jobs)
                 self._export_config(self.loaded)
                 return self._rejected(500, [f"applying the config failed ({exc!r}); rolled back"])
             self.exporter.set_reload_result(True)
@@ -476,140 +429,30 @@ class Daemon:
         log.error("config reload rejected; the previous config keeps running", problems=problems)
         return ReloadResult(False, status, problems=tuple(problems))
 
-    @staticmethod
-    def _triggers(loaded: LoadedConfig) -> dict[str, BaseTrigger]:
-        """The trigger of every job of ``loaded``, built before the scheduler is touched."""
-        return {
-            job_id(name, target): trigger_for(suite)
-            for name, suite in loaded.config.suites.items()
-            for target in suite.targets
-        }
-
     def _apply(
         self, loaded: LoadedConfig, changes: Changes, triggers: Mapping[str, BaseTrigger]
     ) -> None:
         """Switch to ``loaded``; synchronous, so no run starts halfway through."""
         for removed in changes.jobs.removed:
-            self.scheduler.remove_job(removed)
+            self.jobs.remove(removed)
             suite, _, target = removed.partition("/")
             self.stale.forget((suite, target))
         now = datetime.now(UTC)
         for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
             suite, _, target = key.partition("/")
-            self._add_job(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
+            self.jobs.add(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
         self._export_config(loaded)
         # Nothing below can fail: the new config is in.
         self.intake.configure(intake_settings(loaded))
         if self.replicas is not None:
             self.replicas.config_hash = config_hash(loaded)  # what the heartbeat tells the others
-        self._gates = self._gates_to_keep(loaded)
+        self.connections.keep_gates(self.loaded.config.targets, loaded.config.targets)
         self.loaded = loaded
         self.redactor.update(loaded.secrets)
-        self._retire_clients((*changes.targets.changed, *changes.targets.removed))
-
-    def _jobs_snapshot(self) -> list[tuple[str, BaseTrigger, datetime | None]]:
-        return [
-            (job.id, job.trigger, job.next_run_time)
-            for job in self.scheduler.get_jobs()
-            if job.id != "prune"
-        ]
-
-    def _restore_jobs(self, jobs: list[tuple[str, BaseTrigger, datetime | None]]) -> None:
-        """Put the schedule back as ``_jobs_snapshot`` saw it."""
-        for job in self.scheduler.get_jobs():
-            if job.id != "prune":
-                job.remove()
-        for key, trigger, next_run in jobs:
-            suite, _, target = key.partition("/")
-            self._schedule_job(JobKey(suite, target), trigger, next_run)
-
-    def _gates_to_keep(self, loaded: LoadedConfig) -> dict[str, TargetGate]:
-        """The gates of targets whose limits the new config leaves as they were.
-
-        Runs still in flight hold the old gate: a fresh one would let the new config's runs
-        start beside them and exceed the target's concurrency and rate limit together.
-        """
-        old, new = self.loaded.config.targets, loaded.config.targets
-        return {
-            name: gate
-            for name, gate in self._gates.items()
-            if name in new
-            and (new[name].concurrency, new[name].rate_limit)
-            == (old[name].concurrency, old[name].rate_limit)
-        }
-
-    def _retire_clients(self, targets: tuple[str, ...]) -> None:
-        """New runs of ``targets`` get new clients; the old ones close when idle.
-
-        Closing a client under a run in flight would fail its remaining queries and turn a
-        mere reload into an "unavailable" run.
-        """
-        clients = [self._clients.pop(name) for name in targets if name in self._clients]
-        if not clients:
-            return
         runs = [t for t in self._running.values() if not t.done()]
-        closing = asyncio.get_running_loop().create_task(self._close_clients(clients, runs))
-        self._closing.add(closing)
-        closing.add_done_callback(self._closing.discard)
-
-    @staticmethod
-    async def _close_clients(
-        clients: list[httpx.AsyncClient], runs: list[asyncio.Task[None]]
-    ) -> None:
-        if runs:
-            await asyncio.wait(runs)
-        for client in clients:
-            await client.aclose()
+        self.connections.retire((*changes.targets.changed, *changes.targets.removed), runs)
 
     # -- scheduling -----------------------------------------------------------------------
-
-    def _schedule_all(self) -> None:
-        """At start: the pruning job and one job per (suite, target), each started jittered."""
-        self.scheduler.remove_all_jobs()
-        now = datetime.now(UTC)
-        self.scheduler.add_job(
-            self.prune,
-            IntervalTrigger(seconds=PRUNE_EVERY_S, timezone=UTC),
-            id="prune",
-            max_instances=1,
-            coalesce=True,
-            next_run_time=now + timedelta(seconds=60),
-        )
-        for suite_name, suite in self.loaded.config.suites.items():
-            for target in suite.targets:
-                self._add_job(JobKey(suite_name, target), suite, trigger_for(suite), now)
-
-    def _add_job(
-        self, key: JobKey, suite: SuiteConfig, trigger: BaseTrigger, now: datetime
-    ) -> None:
-        """Schedule ``key`` afresh: its first run a random moment into its first interval.
-
-        Replicas instead run every interval job on its grid, the same on all of them.
-        """
-        if self.replicas is not None:
-            if suite.every is not None:
-                trigger = grid_trigger(key.id, suite.every)
-            self._schedule_job(key, trigger, trigger.get_next_fire_time(None, now))
-            return
-        # Each job's phase is a golden-ratio step from the last: any number of jobs lie evenly
-        # over the interval, where independent random phases leave clumps and gaps.
-        self._phase = (self._phase + GOLDEN_STEP) % 1.0
-        jitter = self._phase * min(suite.every or 60.0, MAX_START_JITTER_S)
-        self._schedule_job(key, trigger, now + timedelta(seconds=jitter))
-
-    def _schedule_job(self, key: JobKey, trigger: BaseTrigger, next_run: datetime | None) -> None:
-        self.scheduler.add_job(
-            self._run_job,
-            trigger,
-            args=[key],
-            id=key.id,
-            name=key.id,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=None,
-            next_run_time=next_run,
-            replace_existing=True,
-        )
 
     def _on_overlap(self, event: JobExecutionEvent) -> None:
         suite, _, target = event.job_id.partition("/")
@@ -618,22 +461,7 @@ class Daemon:
 
     def next_runs(self) -> list[dict[str, Any]]:
         """The schedule as the API shows it."""
-        jobs = []
-        for job in self.scheduler.get_jobs():
-            if job.id == "prune":
-                continue
-            suite, _, target = job.id.partition("/")
-            next_run = job.next_run_time
-            jobs.append(
-                {
-                    "suite": suite,
-                    "target": target,
-                    "trigger": str(job.trigger),
-                    "next_run_at": next_run.isoformat() if next_run else None,
-                    "running": job.id in self._running and not self._running[job.id].done(),
-                }
-            )
-        return jobs
+        return self.jobs.next_runs(self._running)
 
     # -- one run -------------------------------------------------------------------------
 
@@ -664,11 +492,11 @@ class Daemon:
         another replica took it (this one waits its turn first; ``ragcanary.serve.replicas``).
         """
         assert self.replicas is not None
-        job = self.scheduler.get_job(key.id)
+        trigger = self.jobs.trigger(key)
         suite = self.loaded.config.suites.get(key.suite)
-        if job is None or suite is None:
+        if trigger is None or suite is None:
             return None
-        tick = tick_of(job.trigger, datetime.now(UTC))
+        tick = tick_of(trigger, datetime.now(UTC))
         jobs = [job_id(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
         turn = self.replicas.turn(key.id, jobs)
         if turn:
@@ -761,15 +589,10 @@ class Daemon:
         )
 
     def _gate(self, target: str) -> TargetGate:
-        if target not in self._gates:
-            config = self.loaded.config.targets[target]
-            self._gates[target] = TargetGate(config.concurrency, config.rate_limit)
-        return self._gates[target]
+        return self.connections.gate(target, self.loaded.config.targets[target])
 
     def _client(self, target: str) -> httpx.AsyncClient:
-        if target not in self._clients:
-            self._clients[target] = self.client_factory(self.loaded.config.targets[target])
-        return self._clients[target]
+        return self.connections.client(target, self.loaded.config.targets[target])
 
 
 def log_run(report: Mapping[str, Any]) -> None:

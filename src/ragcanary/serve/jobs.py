@@ -1,0 +1,164 @@
+"""The daemon's schedule: one job per (suite, target), first runs spread over their interval."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from ragcanary.config.model import SuiteConfig
+from ragcanary.config.schedule import build_trigger
+from ragcanary.serve.reloading import job_id
+from ragcanary.serve.replicas import grid_trigger
+from ragcanary.suites.loaded import LoadedConfig
+
+# A job's first run comes at its own moment of its first interval, which spreads jobs of the
+# same interval evenly over it instead of starting them together and probing in bursts: at
+# 200 jobs every minute, jobs started within 30 s kept the event loop saturated for half of
+# every minute, and scrapes waited behind it (docs/performance.md, "Scale of one daemon").
+# Capped so a long interval does not leave a fresh daemon idle for minutes.
+MAX_START_JITTER_S = 60.0
+GOLDEN_STEP = (5**0.5 - 1) / 2
+PRUNE_EVERY_S = 3600.0
+PRUNE = "prune"  # the pruning job's id; every other job's is ``suite/target``
+
+Snapshot = list[tuple[str, BaseTrigger, datetime | None]]  # (job id, trigger, next run)
+
+
+@dataclass(frozen=True)
+class JobKey:
+    suite: str
+    target: str
+
+    @property
+    def id(self) -> str:
+        return job_id(self.suite, self.target)
+
+
+def trigger_for(suite: SuiteConfig) -> BaseTrigger:
+    """The trigger of ``suite``'s schedule: the one ``validate`` built when it checked it."""
+    return build_trigger(suite.every, suite.cron)
+
+
+def job_triggers(loaded: LoadedConfig) -> dict[str, BaseTrigger]:
+    """The trigger of every job of ``loaded``, built before the scheduler is touched."""
+    return {
+        job_id(name, target): trigger_for(suite)
+        for name, suite in loaded.config.suites.items()
+        for target in suite.targets
+    }
+
+
+class Jobs:
+    """The scheduler's jobs: each (suite, target) pair's runs, and the hourly pruning.
+
+    ``run`` is called with a job's key at each of its times. On a grid (replicas) every
+    interval job fires on the same grid on every replica; otherwise each job's first run
+    lies its own way into its first interval.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[JobKey], Awaitable[None]],
+        *,
+        rng: random.Random,
+        on_grid: bool,
+    ) -> None:
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self._run = run
+        self._on_grid = on_grid
+        self._phase = rng.random()  # where the next job's first run falls in its interval
+
+    def schedule_all(self, loaded: LoadedConfig, prune: Callable[[], Awaitable[None]]) -> None:
+        """At start: the pruning job and one job per (suite, target)."""
+        self.scheduler.remove_all_jobs()
+        now = datetime.now(UTC)
+        self.scheduler.add_job(
+            prune,
+            IntervalTrigger(seconds=PRUNE_EVERY_S, timezone=UTC),
+            id=PRUNE,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=now + timedelta(seconds=60),
+        )
+        for suite_name, suite in loaded.config.suites.items():
+            for target in suite.targets:
+                self.add(JobKey(suite_name, target), suite, trigger_for(suite), now)
+
+    def add(self, key: JobKey, suite: SuiteConfig, trigger: BaseTrigger, now: datetime) -> None:
+        """Schedule ``key`` afresh: its first run its own moment into its first interval."""
+        if self._on_grid:
+            if suite.every is not None:
+                trigger = grid_trigger(key.id, suite.every)
+            self._schedule(key.id, trigger, trigger.get_next_fire_time(None, now))
+            return
+        # Each job's phase is a golden-ratio step from the last: any number of jobs lie evenly
+        # over the interval, where independent random phases leave clumps and gaps.
+        self._phase = (self._phase + GOLDEN_STEP) % 1.0
+        jitter = self._phase * min(suite.every or 60.0, MAX_START_JITTER_S)
+        self._schedule(key.id, trigger, now + timedelta(seconds=jitter))
+
+    def remove(self, job: str) -> None:
+        self.scheduler.remove_job(job)
+
+    def trigger(self, key: JobKey) -> BaseTrigger | None:
+        """``key``'s trigger; None once a reload removed its job."""
+        job = self.scheduler.get_job(key.id)
+        return None if job is None else job.trigger
+
+    def snapshot(self) -> Snapshot:
+        """The pairs' jobs as they are, for ``restore``."""
+        return [
+            (job.id, job.trigger, job.next_run_time)
+            for job in self.scheduler.get_jobs()
+            if job.id != PRUNE
+        ]
+
+    def restore(self, jobs: Snapshot) -> None:
+        """Put the pairs' jobs back as ``snapshot`` saw them."""
+        for job in self.scheduler.get_jobs():
+            if job.id != PRUNE:
+                job.remove()
+        for key, trigger, next_run in jobs:
+            self._schedule(key, trigger, next_run)
+
+    def next_runs(self, running: Mapping[str, asyncio.Task[None]]) -> list[dict[str, Any]]:
+        """The schedule as the API shows it; ``running`` holds the runs in flight by job id."""
+        jobs = []
+        for job in self.scheduler.get_jobs():
+            if job.id == PRUNE:
+                continue
+            suite, _, target = job.id.partition("/")
+            next_run = job.next_run_time
+            jobs.append(
+                {
+                    "suite": suite,
+                    "target": target,
+                    "trigger": str(job.trigger),
+                    "next_run_at": next_run.isoformat() if next_run else None,
+                    "running": job.id in running and not running[job.id].done(),
+                }
+            )
+        return jobs
+
+    def _schedule(self, job: str, trigger: BaseTrigger, next_run: datetime | None) -> None:
+        suite, _, target = job.partition("/")
+        self.scheduler.add_job(
+            self._run,
+            trigger,
+            args=[JobKey(suite, target)],
+            id=job,
+            name=job,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=next_run,
+            replace_existing=True,
+        )
