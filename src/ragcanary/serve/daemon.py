@@ -148,6 +148,7 @@ class Daemon:
         )
         self._intake_task: asyncio.Task[None] | None = None
         self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
+        self._shown_all = False  # every configured pair's newest run read since start or reload
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
@@ -321,9 +322,18 @@ class Daemon:
 
     async def show_others_runs(self) -> None:
         """Export the newest run of every pair, whichever replica ran it: gauges only, since
-        counters stay each replica's own (rules sum them)."""
+        counters stay each replica's own (rules sum them).
+
+        A replica alone reads them once after its start or a reload: then it runs every job
+        itself. Reading them at every heartbeat (a query or two per pair) held up the event
+        loop, and so the scrapes, of a daemon of 200 pairs (docs/performance.md).
+        """
+        assert self.replicas is not None
+        if self._shown_all and len(self.replicas.live) == 1:
+            return
         pairs = [(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
         latest = await self.keeper.call(self.store.latest_runs, pairs)
+        self._shown_all = latest is not None
         for pair, runs in (latest or {}).items():
             for run_id, started_at in reversed(runs):  # the answered run first, then the newest
                 shown = self._shown.get(pair)
@@ -448,6 +458,7 @@ class Daemon:
             self.replicas.config_hash = config_hash(loaded)  # what the heartbeat tells the others
         self.connections.keep_gates(self.loaded.config.targets, loaded.config.targets)
         self.loaded = loaded
+        self._shown_all = False  # pairs it adds may have runs stored before
         self.redactor.update(loaded.secrets)
         runs = [t for t in self._running.values() if not t.done()]
         self.connections.retire((*changes.targets.changed, *changes.targets.removed), runs)
