@@ -16,14 +16,14 @@ SWITCH_INTERVAL_S = 0.001
 def tune_collector() -> None:
     """Freeze what start-up built and collect less often; call once, before the daemon runs.
 
-    A daemon keeps every pair's pinned and previous report (hundreds of thousands of small
-    containers that live for hours) while each run in flight makes as many that live for
-    seconds. With CPython's defaults those were promoted into the oldest generation, and
-    collecting it took over 40% of the daemon's CPU, stalling its event loop (runs' starts,
-    scrapes) for up to a second at a time: docs/performance.md, "Scale of one daemon".
-    Objects alive after start-up (modules, the app, the config) are never garbage, so the
-    collector stops visiting them. Nearly all garbage is freed by reference counting anyway;
-    the collector only finds cycles, which a rarer pass finds as well.
+    Every collection holds all the daemon's threads, its event loop (runs' starts, scrapes)
+    included, for as long as it visits the objects of its generations. With CPython's
+    defaults a daemon of 200 pairs spent over 40% of its CPU there, stalling the loop for up
+    to a second at a time: docs/performance.md, "Scale of one daemon". Objects alive after
+    start-up (modules, the app, the config) are never garbage, so the collector stops visiting
+    them; what a run makes is freed by reference counting, none of it left in a cycle
+    (tests/serve/test_judging.py), and kept baselines are text (``store.keeper.KeptReport``),
+    so rarer passes find all there is to find, over fewer objects.
     """
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, OLDER_THRESHOLD, OLDER_THRESHOLD)
