@@ -125,7 +125,6 @@ class Daemon:
         self.exporter = exporter or Exporter()
         self.redactor = redactor or RedactSecrets()
         self.grace_s = grace_s
-        self.rng = rng or random.Random()
         self.connections = Connections(client_factory)
         self.keeper = RunKeeper(
             Store.from_url(loaded.config.storage),
@@ -152,7 +151,9 @@ class Daemon:
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
-        self.jobs = Jobs(self._run_job, rng=self.rng, on_grid=self.replicas is not None)
+        self.jobs = Jobs(
+            self._run_job, rng=rng or random.Random(), on_grid=self.replicas is not None
+        )
         self._running: dict[str, asyncio.Task[None]] = {}
         self._stop = asyncio.Event()
         self._reloading = asyncio.Lock()  # one reload at a time, whether by API or SIGHUP
@@ -292,9 +293,8 @@ class Daemon:
         until = now - timedelta(seconds=DEAD_AFTER_S)
         orphans = await self.keeper.call(self.store.orphan_claims, self.replicas.live, since, until)
         for job, tick, dead in orphans or ():
-            suite, _, target = job.partition("/")
-            key = JobKey(suite, target)
-            if suite not in self.loaded.config.suites or key.id in self._running:
+            key = JobKey.of(job)
+            if key.suite not in self.loaded.config.suites or key.id in self._running:
                 continue
             claim = Claim(job, tick, uuid.uuid4().hex)
             adopt = self.store.adopt_claim
@@ -304,8 +304,8 @@ class Daemon:
             if taken:
                 log.warning(
                     "re-running a tick of a replica that died in the middle",
-                    suite=suite,
-                    target=target,
+                    suite=key.suite,
+                    target=key.target,
                     tick=tick.isoformat(),
                     replica=dead,
                 )
@@ -445,12 +445,12 @@ class Daemon:
         """Switch to ``loaded``; synchronous, so no run starts halfway through."""
         for removed in changes.jobs.removed:
             self.jobs.remove(removed)
-            suite, _, target = removed.partition("/")
-            self.stale.forget((suite, target))
+            gone = JobKey.of(removed)
+            self.stale.forget((gone.suite, gone.target))
         now = datetime.now(UTC)
-        for key in (*changes.jobs.added, *sorted(changes.rescheduled)):
-            suite, _, target = key.partition("/")
-            self.jobs.add(JobKey(suite, target), loaded.config.suites[suite], triggers[key], now)
+        for job in (*changes.jobs.added, *sorted(changes.rescheduled)):
+            key = JobKey.of(job)
+            self.jobs.add(key, loaded.config.suites[key.suite], triggers[job], now)
         self._export_config(loaded)
         # Nothing below can fail: the new config is in.
         self.intake.configure(intake_settings(loaded))
@@ -466,9 +466,11 @@ class Daemon:
     # -- scheduling -----------------------------------------------------------------------
 
     def _on_overlap(self, event: JobExecutionEvent) -> None:
-        suite, _, target = event.job_id.partition("/")
-        self.exporter.count_overlap(suite, target)
-        log.warning("previous run still going; this run is skipped", suite=suite, target=target)
+        key = JobKey.of(event.job_id)
+        self.exporter.count_overlap(key.suite, key.target)
+        log.warning(
+            "previous run still going; this run is skipped", suite=key.suite, target=key.target
+        )
 
     def next_runs(self) -> list[dict[str, Any]]:
         """The schedule as the API shows it."""

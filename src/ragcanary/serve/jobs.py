@@ -41,6 +41,12 @@ class JobKey:
     def id(self) -> str:
         return job_id(self.suite, self.target)
 
+    @classmethod
+    def of(cls, job: str) -> JobKey:
+        """The key of the job whose id is ``job`` (``suite/target``)."""
+        suite, _, target = job.partition("/")
+        return cls(suite, target)
+
 
 def trigger_for(suite: SuiteConfig) -> BaseTrigger:
     """The trigger of ``suite``'s schedule: the one ``validate`` built when it checked it."""
@@ -97,13 +103,13 @@ class Jobs:
         if self._on_grid:
             if suite.every is not None:
                 trigger = grid_trigger(key.id, suite.every)
-            self._schedule(key.id, trigger, trigger.get_next_fire_time(None, now))
+            self._schedule(key, trigger, trigger.get_next_fire_time(None, now))
             return
         # Each job's phase is a golden-ratio step from the last: any number of jobs lie evenly
         # over the interval, where independent random phases leave clumps and gaps.
         self._phase = (self._phase + GOLDEN_STEP) % 1.0
         jitter = self._phase * min(suite.every or 60.0, MAX_START_JITTER_S)
-        self._schedule(key.id, trigger, now + timedelta(seconds=jitter))
+        self._schedule(key, trigger, now + timedelta(seconds=jitter))
 
     def remove(self, job: str) -> None:
         self.scheduler.remove_job(job)
@@ -126,8 +132,8 @@ class Jobs:
         for job in self.scheduler.get_jobs():
             if job.id != PRUNE:
                 job.remove()
-        for key, trigger, next_run in jobs:
-            self._schedule(key, trigger, next_run)
+        for job, trigger, next_run in jobs:
+            self._schedule(JobKey.of(job), trigger, next_run)
 
     def next_runs(self, running: Mapping[str, asyncio.Task[None]]) -> list[dict[str, Any]]:
         """The schedule as the API shows it; ``running`` holds the runs in flight by job id."""
@@ -135,12 +141,12 @@ class Jobs:
         for job in self.scheduler.get_jobs():
             if job.id == PRUNE:
                 continue
-            suite, _, target = job.id.partition("/")
+            key = JobKey.of(job.id)
             next_run = job.next_run_time
             jobs.append(
                 {
-                    "suite": suite,
-                    "target": target,
+                    "suite": key.suite,
+                    "target": key.target,
                     "trigger": str(job.trigger),
                     "next_run_at": next_run.isoformat() if next_run else None,
                     "running": job.id in running and not running[job.id].done(),
@@ -148,14 +154,13 @@ class Jobs:
             )
         return jobs
 
-    def _schedule(self, job: str, trigger: BaseTrigger, next_run: datetime | None) -> None:
-        suite, _, target = job.partition("/")
+    def _schedule(self, key: JobKey, trigger: BaseTrigger, next_run: datetime | None) -> None:
         self.scheduler.add_job(
             self._run,
             trigger,
-            args=[JobKey(suite, target)],
-            id=job,
-            name=job,
+            args=[key],
+            id=key.id,
+            name=key.id,
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,
