@@ -930,6 +930,23 @@ def test_a_run_whose_tick_another_replica_took_over_is_not_stored(postgres_url: 
         assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == []
 
 
+def test_a_claim_whose_run_was_stored_after_it_was_found_orphaned_is_not_adopted(
+    postgres_url: str,
+) -> None:
+    """The cut replica's run lands between another replica's orphan query and its adoption:
+    adopting then would leave the stored run with no claim and run the tick a second time."""
+    with Store.from_url(postgres_url) as store:
+        store.migrate()
+        assert store.claim("core/search", NOW, "cut-off", "late-run")
+        assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == [
+            ("core/search", NOW, "cut-off")
+        ]
+        claim = {"job": "core/search", "tick": NOW.isoformat(), "replica": "cut-off"}
+        store.save_run({**make_report("late-run"), "claim": claim})  # reconnected meanwhile
+        assert not store.adopt_claim("core/search", NOW, "cut-off", "healthy", "rerun")
+        assert [r["run_id"] for r in store.list_runs()] == ["late-run"]
+
+
 def test_a_run_made_while_storage_was_down_claims_its_tick_when_stored(
     postgres_url: str,
 ) -> None:

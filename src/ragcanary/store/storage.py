@@ -496,7 +496,9 @@ class Store:
     def adopt_claim(
         self, job: str, tick: datetime, dead: str, replica_id: str, run_id: str
     ) -> bool:
-        """Take over ``dead``'s claim of ``tick`` to run it again; False if another did."""
+        """Take over ``dead``'s claim of ``tick`` to run it again; False if another did, or
+        if its run was stored after all (a replica cut off, not dead, storing it late)."""
+        stored = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
         with self._write() as conn:
             done = conn.execute(
                 update(claims)
@@ -504,6 +506,7 @@ class Store:
                     claims.c.job == job,
                     claims.c.tick == _aware(tick, "tick"),
                     claims.c.replica_id == dead,
+                    ~stored,
                 )
                 .values(replica_id=replica_id, run_id=run_id, claimed_at=self._clock())
             )
