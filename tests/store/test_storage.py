@@ -915,7 +915,7 @@ def test_a_tick_another_replica_inserted_but_never_committed_is_taken(
 def test_a_run_whose_tick_another_replica_took_over_is_not_stored(postgres_url: str) -> None:
     """A replica cut off and counted dead while its run was buffered: another ran the tick
     again (adopt_claim), so the late run would be the tick's second and is left out."""
-    with Store.from_url(postgres_url) as store:
+    with Store(make_engine(postgres_url), clock=lambda: NOW) as store:  # claimed at NOW
         store.migrate()
         assert store.claim("core/search", NOW, "cut-off", "late-run")
         assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == [
@@ -935,7 +935,7 @@ def test_a_claim_whose_run_was_stored_after_it_was_found_orphaned_is_not_adopted
 ) -> None:
     """The cut replica's run lands between another replica's orphan query and its adoption:
     adopting then would leave the stored run with no claim and run the tick a second time."""
-    with Store.from_url(postgres_url) as store:
+    with Store(make_engine(postgres_url), clock=lambda: NOW) as store:  # claimed at NOW
         store.migrate()
         assert store.claim("core/search", NOW, "cut-off", "late-run")
         assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == [

@@ -481,12 +481,14 @@ class Store:
     def orphan_claims(
         self, live: Iterable[str], since: datetime, until: datetime
     ) -> list[tuple[str, datetime, str]]:
-        """Ticks between ``since`` and ``until`` claimed by a replica not in ``live`` whose run
-        was never stored (it died in the middle): job, tick and the dead claimant."""
+        """Ticks claimed between ``since`` and ``until`` by a replica not in ``live`` whose run
+        was never stored (it died in the middle): job, tick and the dead claimant. When it was
+        claimed, not the tick, says how long ago it ran: a job fires up to an interval after
+        the grid point that names its tick (``serve.replicas``)."""
         stored = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
         query = select(claims.c.job, claims.c.tick, claims.c.replica_id).where(
-            claims.c.tick >= _aware(since, "since"),
-            claims.c.tick <= _aware(until, "until"),
+            claims.c.claimed_at >= _aware(since, "since"),
+            claims.c.claimed_at <= _aware(until, "until"),
             claims.c.replica_id.not_in(list(live)),
             ~stored,
         )

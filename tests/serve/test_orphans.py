@@ -1,0 +1,73 @@
+"""A tick whose claimer died is run again, however late in its grid interval it was fired."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy
+from daemon_harness import config_yaml
+from retrievers import target_entry
+
+from ragcanary.serve.daemon import Daemon
+from ragcanary.serve.replicas import EPOCH, grid_offset_s
+from ragcanary.store.schema import claims
+from ragcanary.store.storage import Store, make_engine
+from ragcanary.suites.loaded import load_config
+
+pytestmark = pytest.mark.anyio
+JOB = "core/vendor"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_a_tick_fired_late_in_its_interval_is_run_again_after_its_claimer_died(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A job fires at its phase, up to an interval after the grid point that names its tick.
+    A replica fired this one 55 s after its tick, claimed it, and died 30 s into the run (a
+    slow target, a big suite); 13 s later the others count it dead. The tick must be run again
+    all the same: 98 s after the tick, but 43 s after the claim."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    config = {
+        "storage": postgres_url,
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"core": {"cases": "cases.yaml", "targets": ["vendor"], "every": "1m"}},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": "sk-orphans-31"}
+    daemon = Daemon(path, environ, load_config(path, environ))
+    daemon.store.migrate()
+    now = datetime.now(UTC)
+    grid = EPOCH + timedelta(seconds=grid_offset_s(JOB, 60.0))
+    tick = grid + (now - timedelta(seconds=98) - grid) // timedelta(minutes=1) * timedelta(
+        minutes=1
+    )
+    fired = tick + timedelta(seconds=55)
+    dead = Store(make_engine(postgres_url), clock=lambda: fired)
+    try:
+        assert dead.claim(JOB, tick, "dead-replica", "never-stored")
+    finally:
+        dead.close()
+    assert daemon.replicas is not None
+    try:
+        assert await daemon.replicas.beat()
+        await daemon.rerun_orphans()
+    finally:
+        await daemon.shutdown()
+    engine = make_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(sqlalchemy.select(claims).where(claims.c.job == JOB)).one()
+    finally:
+        engine.dispose()
+    assert row.replica_id == daemon.replicas.replica_id
+    assert row.run_id != "never-stored"
