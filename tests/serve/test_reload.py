@@ -7,7 +7,7 @@ import json
 import random
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -314,32 +314,57 @@ async def test_first_runs_of_many_jobs_lie_evenly_over_their_interval(
 ) -> None:
     """200 jobs every minute start spread over the whole minute, with no clump or long gap:
     jobs started together probe in bursts, and the event loop then answers scrapes late."""
-    (tmp_path / "cases.yaml").write_text(
+    storage = f"sqlite:///{tmp_path / 'ragcanary.db'}"
+    started, firsts = await first_runs(tmp_path, storage, random.Random(seed))
+    assert_even_over_a_minute(started, firsts.values())
+
+
+@pytest.mark.anyio
+async def test_replicas_fire_many_jobs_evenly_and_alike(tmp_path: Path, postgres_url: str) -> None:
+    """On PostgreSQL every daemon is a replica and fires its jobs on a grid that every replica
+    shares; those 200 jobs every minute must lie as evenly over the minute as without replicas
+    (independent moments, as hashed from each job's name, bunch up to 9 in one second), and two
+    replicas started apart fire each job at the same moment."""
+    started, one = await first_runs(tmp_path, postgres_url, random.Random(1))
+    _, other = await first_runs(tmp_path, postgres_url, random.Random(2))
+    assert_even_over_a_minute(started, one.values())
+    assert {job: (t.second, t.microsecond) for job, t in one.items()} == {
+        job: (t.second, t.microsecond) for job, t in other.items()
+    }
+
+
+async def first_runs(
+    directory: Path, storage: str, rng: random.Random
+) -> tuple[datetime, dict[str, datetime]]:
+    """A moment just before 200 jobs every minute (10 suites x 20 targets) were scheduled, and
+    when each first runs."""
+    (directory / "cases.yaml").write_text(
         json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
     )
-    path = tmp_path / "ragcanary.yaml"
+    path = directory / "ragcanary.yaml"
     targets = {f"t{i:02d}": target_entry("http://127.0.0.1:9/v2/query") for i in range(20)}
     minutely = {"cases": "cases.yaml", "targets": list(targets), "every": "1m"}
     config = {
-        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "storage": storage,
         "targets": targets,
         "suites": {f"s{i}": minutely for i in range(10)},
     }
     path.write_text(config_yaml(config), encoding="utf-8")
     environ = {"VENDOR_KEY": API_KEY}
-    daemon = Daemon(path, environ, load_config(path, environ), rng=random.Random(seed))
+    daemon = Daemon(path, environ, load_config(path, environ), rng=rng)
     daemon.scheduler.start(paused=True)
     started = datetime.now(UTC)
     daemon.jobs.schedule_all(daemon.loaded, daemon.prune)
     try:
-        firsts = sorted(
-            (job.next_run_time - started).total_seconds()
-            for job in daemon.scheduler.get_jobs()
-            if job.id != "prune"
-        )
+        jobs = daemon.scheduler.get_jobs()
+        return started, {job.id: job.next_run_time for job in jobs if job.id != "prune"}
     finally:
         daemon.scheduler.shutdown(wait=False)
         await daemon.keeper.close()
+
+
+def assert_even_over_a_minute(started: datetime, runs: Iterable[datetime]) -> None:
+    firsts = sorted((run - started).total_seconds() for run in runs)
     assert len(firsts) == 200
     assert firsts[0] >= 0
     assert firsts[-1] <= 60.5

@@ -67,7 +67,7 @@ KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every
 STORAGE_RETRY_S = 1.0
 STORAGE_RETRY_MAX_S = 10.0
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
-ORPHAN_SLACK_S = 30.0  # how far past the longest interval a dead replica's tick is re-run
+ORPHAN_SLACK_S = 30.0  # how long past the longest interval a dead replica's claim is re-run
 INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
 PENDING_AFTER_CHANGE_S = 1.0  # while batches are stored, the pending gauge is read this often
 PENDING_REFRESH_S = 15.0  # and at least this often (a review closes candidates elsewhere)
@@ -450,7 +450,7 @@ class Daemon:
         now = datetime.now(UTC)
         for job in (*changes.jobs.added, *sorted(changes.rescheduled)):
             key = JobKey.of(job)
-            self.jobs.add(key, loaded.config.suites[key.suite], triggers[job], now)
+            self.jobs.add(key, loaded, triggers[job], now)
         self._export_config(loaded)
         # Nothing below can fail: the new config is in.
         self.intake.configure(intake_settings(loaded))
@@ -509,7 +509,7 @@ class Daemon:
         suite = self.loaded.config.suites.get(key.suite)
         if trigger is None or suite is None:
             return None
-        tick = tick_of(trigger, datetime.now(UTC))
+        tick = tick_of(key.id, trigger, datetime.now(UTC))
         jobs = [job_id(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
         turn = self.replicas.turn(key.id, jobs)
         if turn:

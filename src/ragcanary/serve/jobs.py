@@ -53,6 +53,19 @@ def trigger_for(suite: SuiteConfig) -> BaseTrigger:
     return build_trigger(suite.every, suite.cron)
 
 
+def grid_phases(loaded: LoadedConfig) -> dict[str, float]:
+    """Where in its interval each ``every:`` job of ``loaded`` fires on a grid (0 to 1): in
+    the order of their ids, each a golden-ratio step from the last, so any number of jobs lie
+    evenly, and every replica with this config gives each job the same phase."""
+    jobs = sorted(
+        job_id(name, target)
+        for name, suite in loaded.config.suites.items()
+        if suite.every is not None
+        for target in suite.targets
+    )
+    return {job: (index * GOLDEN_STEP) % 1.0 for index, job in enumerate(jobs)}
+
+
 def job_triggers(loaded: LoadedConfig) -> dict[str, BaseTrigger]:
     """The trigger of every job of ``loaded``, built before the scheduler is touched."""
     return {
@@ -66,8 +79,8 @@ class Jobs:
     """The scheduler's jobs: each (suite, target) pair's runs, and the hourly pruning.
 
     ``run`` is called with a job's key at each of its times. On a grid (replicas) every
-    interval job fires on the same grid on every replica; otherwise each job's first run
-    lies its own way into its first interval.
+    interval job fires at its phase (``grid_phases``), alike on every replica; otherwise each
+    job's first run lies its own way into its first interval.
     """
 
     def __init__(
@@ -81,6 +94,7 @@ class Jobs:
         self._run = run
         self._on_grid = on_grid
         self._phase = rng.random()  # where the next job's first run falls in its interval
+        self._grid: tuple[LoadedConfig | None, dict[str, float]] = (None, {})
 
     def schedule_all(self, loaded: LoadedConfig, prune: Callable[[], Awaitable[None]]) -> None:
         """At start: the pruning job and one job per (suite, target)."""
@@ -96,13 +110,15 @@ class Jobs:
         )
         for suite_name, suite in loaded.config.suites.items():
             for target in suite.targets:
-                self.add(JobKey(suite_name, target), suite, trigger_for(suite), now)
+                self.add(JobKey(suite_name, target), loaded, trigger_for(suite), now)
 
-    def add(self, key: JobKey, suite: SuiteConfig, trigger: BaseTrigger, now: datetime) -> None:
-        """Schedule ``key`` afresh: its first run its own moment into its first interval."""
+    def add(self, key: JobKey, loaded: LoadedConfig, trigger: BaseTrigger, now: datetime) -> None:
+        """Schedule ``key`` of ``loaded`` afresh: its first run its own moment into its first
+        interval."""
+        suite = loaded.config.suites[key.suite]
         if self._on_grid:
             if suite.every is not None:
-                trigger = grid_trigger(key.id, suite.every)
+                trigger = grid_trigger(suite.every, self._phases(loaded)[key.id])
             self._schedule(key, trigger, trigger.get_next_fire_time(None, now))
             return
         # Each job's phase is a golden-ratio step from the last: any number of jobs lie evenly
@@ -110,6 +126,12 @@ class Jobs:
         self._phase = (self._phase + GOLDEN_STEP) % 1.0
         jitter = self._phase * min(suite.every or 60.0, MAX_START_JITTER_S)
         self._schedule(key, trigger, now + timedelta(seconds=jitter))
+
+    def _phases(self, loaded: LoadedConfig) -> dict[str, float]:
+        """``grid_phases(loaded)``, worked out once per config rather than once per job."""
+        if self._grid[0] is not loaded:
+            self._grid = (loaded, grid_phases(loaded))
+        return self._grid[1]
 
     def remove(self, job: str) -> None:
         self.scheduler.remove_job(job)

@@ -1,9 +1,13 @@
 """Replicas of `ragcanary serve` on one PostgreSQL database: each scheduled tick runs once.
 
-Every replica schedules every job on the same grid of ticks (``tick_of``), so all of them
-name a tick alike. Before running a tick a replica claims it: a row keyed by (job, tick) that
-only one INSERT can create (``Store.claim``), whichever replicas try and in whatever order.
-That key alone makes a tick run at most once; nothing else has to be right for that.
+Every replica names a job's ticks alike: the points of a grid hashed from the job's name
+(``grid_offset_s``), whatever moment of each grid interval it fires the job at (``tick_of``).
+Replicas with one config fire each job at the same moment, its phase, and the phases of all
+jobs lie evenly over their interval (``serve.jobs.grid_phases``).
+
+Before running a tick a replica claims it: a row keyed by (job, tick) that only one INSERT
+can create (``Store.claim``), whichever replicas try and in whatever order. That key alone
+makes a tick run at most once; nothing else has to be right for that.
 
 Who tries first only decides who usually wins. Replicas write a heartbeat row every few
 seconds; those seen lately are alive. Each job has a preference order over the live
@@ -52,29 +56,43 @@ def new_replica_id() -> str:
 
 
 def grid_offset_s(job: str, every_s: float) -> float:
-    """Where in each interval ``job``'s ticks fall: the same on every replica, spread by job."""
+    """Where in each interval ``job``'s ticks lie: the same on every replica and version.
+
+    Only names ticks. Until 2026-11 jobs also fired there; hashed moments bunch up (200 jobs
+    every minute, up to 9 in one second), so jobs now fire at their phase instead.
+    """
     digest = hashlib.blake2b(job.encode("utf-8"), digest_size=8).digest()
     return (int.from_bytes(digest, "big") % max(1, round(every_s * 1000))) / 1000
 
 
-def grid_trigger(job: str, every_s: float) -> IntervalTrigger:
-    """Every ``every_s`` seconds at ``grid_offset_s`` past the interval's multiples since 1970."""
-    start = EPOCH + timedelta(seconds=grid_offset_s(job, every_s))
+def grid_trigger(every_s: float, phase: float) -> IntervalTrigger:
+    """Every ``every_s`` seconds, ``phase`` (0 to 1) of an interval past its multiples since
+    1970: the same fire times on every replica given the same phase."""
+    start = EPOCH + timedelta(microseconds=round(phase * every_s * 1_000_000))
     return IntervalTrigger(seconds=every_s, start_date=start, timezone=UTC)
 
 
-def tick_of(trigger: BaseTrigger, now: datetime) -> datetime:
-    """The scheduled time of the firing of ``trigger`` that runs at ``now``, as every replica
-    names it: the grid point at or just before ``now``, or a cron's fire time before jitter."""
+def tick_of(job: str, trigger: BaseTrigger, now: datetime) -> datetime:
+    """The tick that the firing of ``job``'s ``trigger`` handled at ``now`` runs, as every
+    replica names it: for an interval, the point of the job's grid (``grid_offset_s``) at or
+    before the firing's own time, so replicas that fire the job at other moments of the same
+    grid interval (another config, another version) still name one tick; for a cron, its fire
+    time before jitter."""
     if isinstance(trigger, IntervalTrigger):
-        start: datetime = trigger.start_date
         every_us = round(trigger.interval.total_seconds() * 1_000_000)
-        since_us = round((now - start).total_seconds() * 1_000_000)
-        ticks = (since_us + _EARLY_US) // every_us
-        return start + timedelta(microseconds=ticks * every_us)
+        fired = _at_or_before(trigger.start_date, every_us, now, _EARLY_US)
+        grid = EPOCH + timedelta(seconds=grid_offset_s(job, every_us / 1_000_000))
+        return _at_or_before(grid, every_us, fired, 0)
     if isinstance(trigger, CronTrigger):
         return _latest_fire(trigger, now)
     raise TypeError(f"no ticks for {type(trigger).__name__}")
+
+
+def _at_or_before(start: datetime, every_us: int, moment: datetime, early_us: int) -> datetime:
+    """The point of the grid ``start + k * every_us`` at or before ``moment`` (or at most
+    ``early_us`` after it: a clock a hair early still names the coming point)."""
+    since_us = (moment - start) // timedelta(microseconds=1)
+    return start + timedelta(microseconds=(since_us + early_us) // every_us * every_us)
 
 
 def _latest_fire(trigger: CronTrigger, now: datetime) -> datetime:
