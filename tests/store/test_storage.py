@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
@@ -945,6 +946,66 @@ def test_a_claim_whose_run_was_stored_after_it_was_found_orphaned_is_not_adopted
         store.save_run({**make_report("late-run"), "claim": claim})  # reconnected meanwhile
         assert not store.adopt_claim("core/search", NOW, "cut-off", "healthy", "rerun")
         assert [r["run_id"] for r in store.list_runs()] == ["late-run"]
+
+
+def test_a_late_save_and_an_adoption_racing_in_their_transactions_leave_one_run(
+    postgres_url: str,
+) -> None:
+    """The cut replica's late save checks that its claim is still its own, then inserts its
+    run; another replica's adoption checks that no run is stored, then takes the claim. Each
+    check passes while the other's write is not committed yet, and the tick gets two runs,
+    unless the two take turns on the claim's row. The test holds the save between its check
+    and its insert (a lock on the runs table), adopts meanwhile, then lets the save go."""
+    with Store(make_engine(postgres_url), clock=lambda: NOW) as store:
+        store.migrate()
+        assert store.claim("core/search", NOW, "cut-off", "late-run")
+        claim = {"job": "core/search", "tick": NOW.isoformat(), "replica": "cut-off"}
+        engine = make_engine(postgres_url)
+        try:
+            with engine.connect() as blocker, ThreadPoolExecutor(2) as pool:
+                blocker.execute(sqlalchemy.text("LOCK TABLE runs IN EXCLUSIVE MODE"))
+                saving = pool.submit(store.save_run, {**make_report("late-run"), "claim": claim})
+                wait_until_waiting(blocker, 1)  # the save, at its insert
+                adopting = pool.submit(
+                    store.adopt_claim, "core/search", NOW, "cut-off", "healthy", "rerun"
+                )
+                # Unfixed, the adoption is done at once; fixed, it waits for the save.
+                wait_until(lambda: adopting.done() or waiting(blocker) == 2)
+                blocker.rollback()  # lets the save go on
+                saving.result(timeout=30)
+                adopted = adopting.result(timeout=30)
+        finally:
+            engine.dispose()
+        stored = [r["run_id"] for r in store.list_runs()]
+        assert (adopted, stored) in ((False, ["late-run"]), (True, []))
+        assert adopted is False  # the save took the claim's row first
+
+
+def waiting(conn: sqlalchemy.Connection) -> int:
+    """How many sessions wait, directly or in a chain, for the locks ``conn`` holds."""
+    query = """
+        WITH RECURSIVE blocked(pid) AS (
+            SELECT pid FROM pg_stat_activity WHERE :root = ANY(pg_blocking_pids(pid))
+            UNION
+            SELECT a.pid FROM pg_stat_activity a JOIN blocked b
+                ON b.pid = ANY(pg_blocking_pids(a.pid))
+        )
+        SELECT count(*) FROM blocked
+    """
+    root = conn.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar_one()
+    with conn.engine.connect() as other:
+        return int(other.execute(sqlalchemy.text(query), {"root": root}).scalar_one())
+
+
+def wait_until_waiting(conn: sqlalchemy.Connection, sessions: int) -> None:
+    wait_until(lambda: waiting(conn) >= sessions)
+
+
+def wait_until(condition: Any, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
 
 
 def test_a_run_made_while_storage_was_down_claims_its_tick_when_stored(

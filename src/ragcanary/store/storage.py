@@ -470,10 +470,7 @@ class Store:
                     .returning(claims.c.job)
                 ).first()
         except StorageError as exc:
-            if (
-                getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
-                == LOCK_NOT_AVAILABLE
-            ):
+            if _lock_timed_out(exc):
                 return False
             raise
         return taken is not None
@@ -499,19 +496,30 @@ class Store:
         self, job: str, tick: datetime, dead: str, replica_id: str, run_id: str
     ) -> bool:
         """Take over ``dead``'s claim of ``tick`` to run it again; False if another did, or
-        if its run was stored after all (a replica cut off, not dead, storing it late)."""
+        if its run was stored after all (a replica cut off, not dead, storing it late).
+
+        The claim's row is locked first, as ``save_run`` locks it before storing a claimed
+        run: a save in progress finishes before the check for a stored run, which as a new
+        statement sees what that save committed. Checked in one statement alone, a run being
+        stored was not there yet, and the tick got a second run. A row locked by a session
+        that hangs (a replica cut off mid-save) is given up after a short wait.
+        """
         stored = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
-        with self._write() as conn:
-            done = conn.execute(
-                update(claims)
-                .where(
-                    claims.c.job == job,
-                    claims.c.tick == _aware(tick, "tick"),
-                    claims.c.replica_id == dead,
-                    ~stored,
+        theirs = (claims.c.job == job, claims.c.tick == _aware(tick, "tick"))
+        try:
+            with self._write() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
+                    conn.execute(select(claims.c.job).where(*theirs).with_for_update())
+                done = conn.execute(
+                    update(claims)
+                    .where(*theirs, claims.c.replica_id == dead, ~stored)
+                    .values(replica_id=replica_id, run_id=run_id, claimed_at=self._clock())
                 )
-                .values(replica_id=replica_id, run_id=run_id, claimed_at=self._clock())
-            )
+        except StorageError as exc:
+            if _lock_timed_out(exc):
+                return False
+            raise
         return bool(done.rowcount)
 
     def latest_runs(
@@ -667,11 +675,18 @@ def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
     return isinstance(error, exc.OperationalError | exc.InterfaceError)
 
 
+def _lock_timed_out(exc: StorageError) -> bool:
+    """Whether ``exc`` is PostgreSQL giving up a lock wait (``lock_timeout``)."""
+    return getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None) == LOCK_NOT_AVAILABLE
+
+
 def _taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
     """Whether the tick ``report``'s run claimed now belongs to another run.
 
     A run made while storage was down (``claimed`` false) claims its tick here, in the
     transaction that stores it: when another replica claimed the tick meanwhile, it is out.
+    The claim's row stays locked until the run is stored, so an adoption (``adopt_claim``)
+    waits for it and then finds the run.
     """
     claim = report.get("claim")
     if not isinstance(claim, Mapping) or conn.dialect.name != "postgresql":
@@ -697,7 +712,9 @@ def _taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
         if taken is not None:
             return False
     owner = conn.execute(
-        select(claims.c.run_id).where(claims.c.job == claim.get("job"), claims.c.tick == tick)
+        select(claims.c.run_id)
+        .where(claims.c.job == claim.get("job"), claims.c.tick == tick)
+        .with_for_update()
     ).scalar_one_or_none()
     return owner is not None and owner != report.get("run_id")
 
