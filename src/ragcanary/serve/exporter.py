@@ -7,24 +7,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any, TypeVar, cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
 from ragcanary.measure.results import ANSWERED, OUTCOMES
 from ragcanary.serve.exposition import MergedCollector, PairSeries, join_text
+from ragcanary.serve.families import CANDIDATE_SIGNALS, PairFamilies, ProcessFamilies
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
-STORAGE_OPERATIONS = ("read", "write", "check")
-# serve/intake.py's signals and the reasons it refuses or drops a report for.
-CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
-CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap")
-# A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
-QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 Pair = tuple[str, str]  # (suite, target)
 Labels = tuple[str, ...]  # label values after suite and target
@@ -95,177 +88,11 @@ class Exporter:
         self._series: dict[Pair, set[Series]] = {}
         self._base = CollectorRegistry()  # the series that belong to no pair
         self._pairs: dict[Pair, PairSeries] = {}
-        # Per-pair metrics are templates (registered nowhere) and the way to make each pair's copy.
-        self._factories: dict[MetricWrapperBase, Callable[[CollectorRegistry], Any]] = {}
         self.registry.register(MergedCollector(self._base, self._pairs))
 
-        def per_pair(kind: type[M], name: str, doc: str, *labels: str, **options: Any) -> M:
-            make = partial(kind, name, doc, ("suite", "target", *labels), **options)
-            template = make(registry=None)
-            self._factories[template] = lambda registry: make(registry=registry)
-            return template
-
-        def gauge(name: str, doc: str, *extra: str) -> Gauge:
-            return per_pair(Gauge, f"ragcanary_{name}", doc, *extra)
-
-        self._cut_off = {
-            "hit_rate": gauge("hit_rate", "Weighted Hit@k of the last answered run.", "k"),
-            "ndcg": gauge("ndcg", "Weighted NDCG@k of the last answered run.", "k"),
-            "recall": gauge("recall", "Weighted Recall@k of the last answered run.", "k"),
-            "precision": gauge("precision", "Weighted Precision@k of the last answered run.", "k"),
-        }
-        self._mrr = gauge("mrr", "Weighted mean reciprocal rank of the last answered run.")
-        self._rank_overlap = gauge("rank_overlap", "Mean RBO of the top-k vs the baseline.")
-        self._score_drift = gauge(
-            "score_drift", "Mean absolute score delta of ids in both the run and the baseline."
-        )
-        self._drifted_ratio = gauge(
-            "score_drifted_ratio", "Share of (case, id) pairs whose score moved over the threshold."
-        )
-        self._top_score = gauge("top_score", "Mean top-1 score of the answered cases.")
-        self._embedding_drift = gauge(
-            "embedding_drift", "1 - mean cosine of the query vectors with the baseline's."
-        )
-        self._embedding_changed = gauge(
-            "embedding_changed_ratio",
-            "Share of canaries whose query vector moved (cosine < 0.999).",
-        )
-        self._baseline_delta = gauge(
-            "baseline_delta", "Aggregate metric of the last run minus the baseline's.", "metric"
-        )
-        self._regressed = gauge("regressed_cases", "Cases that scored worse than in the baseline.")
-        self._stale_labels = gauge(
-            "stale_labels", "Relevant ids no canary got back in the suite's stale_label_runs."
-        )
-        self._leaks = gauge("negative_leaks", "Negative canaries that scored at or over max_score.")
-        self._regression = gauge("regression", "1 when the last answered run was a regression.")
-        self._coverage = gauge("coverage_ratio", "Answered cases over all cases of the last run.")
-        self._runs = per_pair(
-            Counter,
-            "ragcanary_runs_total",
-            "Runs by outcome (ok, regression, unavailable).",
-            "outcome",
-        )
-        self._skipped = per_pair(
-            Counter,
-            "ragcanary_runs_skipped_total",
-            "Scheduled runs skipped because the previous run of the job was still going.",
-        )
-        self._queries = per_pair(
-            Counter, "ragcanary_queries_total", "Canary queries by outcome.", "outcome"
-        )
-        self._query_duration = per_pair(
-            Histogram,
-            "ragcanary_query_duration_seconds",
-            "Latency of answered canary queries.",
-            buckets=QUERY_BUCKETS,
-        )
-        self._run_duration = per_pair(
-            Histogram,
-            "ragcanary_run_duration_seconds",
-            "Wall time of a whole run.",
-            buckets=RUN_BUCKETS,
-        )
-        self._last_run = gauge("last_run_timestamp_seconds", "When the last run finished.")
-        self._last_success = gauge(
-            "last_success_timestamp_seconds", "When the last run that was not unavailable finished."
-        )
-        self._case_hit_rate = gauge(
-            "case_hit_rate", "Hit@k of one canary in its last answered run.", "case", "k"
-        )
-        self._case_rr = gauge(
-            "case_rr", "Reciprocal rank of one canary in its last answered run.", "case"
-        )
-        self._case_dropped = gauge(
-            "case_series_dropped", "Per-case series not exported because of the per-case cap."
-        )
-        self._threshold = gauge(
-            "threshold", "A threshold of the suite's verdict (max_drop, floors, ...).", "name"
-        )
-        self._interval = gauge(
-            "interval_seconds", "The schedule's interval between runs (cron: the median gap)."
-        )
-        self._reload_ok = Gauge(
-            "ragcanary_config_last_reload_successful",
-            "1 when the last configuration reload was accepted.",
-            registry=self._base,
-        )
-        # The process only starts with a valid configuration.
-        self._reload_ok.set(1)
-        build = Gauge(
-            "ragcanary_build_info",
-            "Always 1; the version is a label.",
-            ("version",),
-            registry=self._base,
-        )
-        build.labels(version).set(1)
-        self._buffered = Gauge(
-            "ragcanary_storage_buffered_runs",
-            "Runs waiting in memory (or the spool) for storage to accept them.",
-            registry=self._base,
-        )
-        self._storage_errors = Counter(
-            "ragcanary_storage_errors_total",
-            "Storage reads and writes that failed (unreachable, read-only, timed out).",
-            ("operation",),
-            registry=self._base,
-        )
-        for operation in STORAGE_OPERATIONS:
-            self._storage_errors.labels(operation)
-        self._candidates_pending = Gauge(
-            "ragcanary_candidates_pending",
-            "Failure reports waiting for review, by a signal they were reported with.",
-            ("signal",),
-            registry=self._base,
-        )
-        self._candidates_received = Counter(
-            "ragcanary_candidates_received_total",
-            "Failure reports taken from the application, by signal.",
-            ("signal",),
-            registry=self._base,
-        )
-        self._candidates_dropped = Counter(
-            "ragcanary_candidates_dropped_total",
-            "Failure reports refused or dropped, by reason.",
-            ("reason",),
-            registry=self._base,
-        )
-        for signal in CANDIDATE_SIGNALS:
-            self._candidates_received.labels(signal)
-            self._candidates_pending.labels(signal).set(0)
-        for reason in CANDIDATE_DROPS:
-            self._candidates_dropped.labels(reason)
-        self._config_hash = Gauge(
-            "ragcanary_config_hash",
-            "Always 1; the hash of the effective configuration (secrets left out) is a label.",
-            ("hash",),
-            registry=self._base,
-        )
-        self._ui_info = Gauge(
-            "ragcanary_ui_info",
-            "Always 1; the base URL of the web pages (ui_url) is a label, for alert and dashboard"
-            " links.",
-            ("url",),
-            registry=self._base,
-        )
+        self._f = PairFamilies()
+        self._p = ProcessFamilies(self._base, version)
         self._ui_url: str | None = None
-        self._aggregates: frozenset[MetricWrapperBase] = frozenset(
-            {
-                *self._cut_off.values(),
-                self._mrr,
-                self._rank_overlap,
-                self._score_drift,
-                self._drifted_ratio,
-                self._top_score,
-                self._embedding_drift,
-                self._embedding_changed,
-                self._baseline_delta,
-                self._regressed,
-                self._leaks,
-                self._regression,
-                self._stale_labels,
-            }
-        )
 
     def load(
         self,
@@ -282,8 +109,8 @@ class Exporter:
         ``ui_url`` is the base URL ``ragcanary_ui_info`` shows; None exports no such series.
         """
         if config_hash is not None:
-            self._config_hash.clear()
-            self._config_hash.labels(config_hash).set(1)
+            self._p.config_hash.clear()
+            self._p.config_hash.labels(config_hash).set(1)
         self._set_ui_url(ui_url)
         wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
         for pair in set(self._layouts) - set(wanted):
@@ -292,22 +119,22 @@ class Exporter:
             del self._pairs[pair]
         for pair, spec in wanted.items():
             if pair not in self._pairs:
-                self._pairs[pair] = PairSeries(self._factories)
+                self._pairs[pair] = PairSeries(self._f.factories)
             admitted, dropped = per_case_admission(spec, self._per_case_limit)
             layout = _Layout(frozenset(str(k) for k in spec.ks), frozenset(admitted))
             self._layouts[pair] = layout
             self._prune(pair, layout)
             for outcome in RUN_OUTCOMES:
-                self._child(self._runs, pair, outcome)
-            self._child(self._skipped, pair)
+                self._child(self._f.runs, pair, outcome)
+            self._child(self._f.skipped, pair)
             for query_outcome in OUTCOMES:
-                self._child(self._queries, pair, query_outcome)
-            self._child(self._query_duration, pair)
-            self._child(self._run_duration, pair)
+                self._child(self._f.queries, pair, query_outcome)
+            self._child(self._f.query_duration, pair)
+            self._child(self._f.run_duration, pair)
             if spec.per_case_metrics:
-                self._child(self._case_dropped, pair).set(dropped)
+                self._child(self._f.case_dropped, pair).set(dropped)
             else:
-                self._remove(pair, lambda metric, labels: metric is self._case_dropped)
+                self._remove(pair, lambda metric, labels: metric is self._f.case_dropped)
             self._load_settings(pair, spec)
 
     def _set_ui_url(self, url: str | None) -> None:
@@ -315,9 +142,9 @@ class Exporter:
         if url == self._ui_url:
             return  # unchanged: no scrape may catch the series missing
         if self._ui_url is not None:
-            self._ui_info.remove(self._ui_url)
+            self._p.ui_info.remove(self._ui_url)
         if url is not None:
-            self._ui_info.labels(url).set(1)
+            self._p.ui_info.labels(url).set(1)
         self._ui_url = url
 
     def _load_settings(self, pair: Pair, spec: SuitePairs) -> None:
@@ -326,14 +153,14 @@ class Exporter:
         self._remove(
             pair,
             lambda metric, labels: (
-                (metric is self._threshold and labels[0] not in thresholds)
-                or (metric is self._interval and spec.interval_seconds is None)
+                (metric is self._f.threshold and labels[0] not in thresholds)
+                or (metric is self._f.interval and spec.interval_seconds is None)
             ),
         )
         for name, threshold in thresholds.items():
-            self._child(self._threshold, pair, name).set(threshold)
+            self._child(self._f.threshold, pair, name).set(threshold)
         if spec.interval_seconds is not None:
-            self._child(self._interval, pair).set(spec.interval_seconds)
+            self._child(self._f.interval, pair).set(spec.interval_seconds)
 
     def observe_run(self, report: Mapping[str, Any], *, counted: bool = True) -> None:
         """Account one run from its report dict (``ragcanary.reports.report.to_report``).
@@ -356,11 +183,11 @@ class Exporter:
             self._count(pair, report, cases)
         coverage = _number(report.get("coverage"))
         if coverage is not None:
-            self._child(self._coverage, pair).set(coverage)
+            self._child(self._f.coverage, pair).set(coverage)
         finished = _finished_at(report) or self._clock()
-        self._child(self._last_run, pair).set(finished)
+        self._child(self._f.last_run, pair).set(finished)
         if outcome in ("ok", "regression"):
-            self._child(self._last_success, pair).set(finished)
+            self._child(self._f.last_success, pair).set(finished)
             self._observe_quality(pair, layout, report, cases)
         # The pair's text is rendered now, as its run ends, not by the next scrape: at 200
         # pairs a scrape would otherwise render every pair that ran since the one before, tens
@@ -370,17 +197,17 @@ class Exporter:
     def _count(self, pair: Pair, report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> None:
         outcome = report.get("outcome")
         if outcome in RUN_OUTCOMES:
-            self._child(self._runs, pair, str(outcome)).inc()
+            self._child(self._f.runs, pair, str(outcome)).inc()
         for query_outcome, count in _query_counts(report, cases).items():
             if query_outcome in OUTCOMES and count > 0:
-                self._child(self._queries, pair, query_outcome).inc(count)
+                self._child(self._f.queries, pair, query_outcome).inc(count)
         for case in cases:
             latency = _number(case.get("latency_s"))
             if latency is not None and latency >= 0 and case.get("outcome", "ok") in ANSWERED:
-                self._child(self._query_duration, pair).observe(latency)
+                self._child(self._f.query_duration, pair).observe(latency)
         duration = _number(report.get("duration_s"))
         if duration is not None and duration >= 0:
-            self._child(self._run_duration, pair).observe(duration)
+            self._child(self._f.run_duration, pair).observe(duration)
 
     def exposition(self) -> bytes:
         """What ``generate_latest(self.registry)`` renders, re-rendering only changed pairs."""
@@ -389,32 +216,32 @@ class Exporter:
     def count_overlap(self, suite: str, target: str) -> None:
         """Count a scheduled run skipped because the previous one of its job still ran."""
         if (suite, target) in self._layouts:
-            self._child(self._skipped, (suite, target)).inc()
+            self._child(self._f.skipped, (suite, target)).inc()
 
     def set_buffered_runs(self, runs: int) -> None:
         """Record how many runs wait for storage."""
-        self._buffered.set(runs)
+        self._p.buffered.set(runs)
 
     def count_storage_error(self, operation: str) -> None:
         """Count one failed storage call (``operation``: read, write or check)."""
-        self._storage_errors.labels(operation).inc()
+        self._p.storage_errors.labels(operation).inc()
 
     def count_candidate(self, signal: str) -> None:
         """Count one failure report taken (``signal``: thumbs_down, rephrased, ...)."""
-        self._candidates_received.labels(signal).inc()
+        self._p.candidates_received.labels(signal).inc()
 
     def count_dropped_candidates(self, reason: str, count: int = 1) -> None:
         """Count failure reports refused or dropped for ``reason``."""
-        self._candidates_dropped.labels(reason).inc(count)
+        self._p.candidates_dropped.labels(reason).inc(count)
 
     def set_candidates_pending(self, by_signal: Mapping[str, int]) -> None:
         """How many candidates wait for review, per signal they were reported with."""
         for signal in CANDIDATE_SIGNALS:
-            self._candidates_pending.labels(signal).set(by_signal.get(signal, 0))
+            self._p.candidates_pending.labels(signal).set(by_signal.get(signal, 0))
 
     def set_reload_result(self, ok: bool) -> None:
         """Record whether the last configuration reload was accepted."""
-        self._reload_ok.set(1 if ok else 0)
+        self._p.reload_ok.set(1 if ok else 0)
 
     def _observe_quality(
         self,
@@ -430,7 +257,7 @@ class Exporter:
         }
         # An answered run states the whole quality picture: what it does not measure (no
         # baseline any more, a metric with no labelled case answered) must not linger.
-        self._remove(pair, lambda m, labels: m in self._aggregates and (m, labels) not in values)
+        self._remove(pair, lambda m, labels: m in self._f.aggregates and (m, labels) not in values)
         for case in cases:
             values.update(self._case_values(layout, case))
         for (metric, labels), value in values.items():
@@ -441,30 +268,30 @@ class Exporter:
     ) -> Iterable[tuple[Setting, float | None]]:
         for key, value in _mapping(report.get("metrics")).items():
             name, _, k = str(key).partition("@")
-            if k and name in self._cut_off:
-                yield (self._cut_off[name], (k,)), _number(value)
+            if k and name in self._f.cut_off:
+                yield (self._f.cut_off[name], (k,)), _number(value)
             elif key == "mrr":
-                yield (self._mrr, ()), _number(value)
-        yield (self._top_score, ()), _mean_top_score(cases)
+                yield (self._f.mrr, ()), _number(value)
+        yield (self._f.top_score, ()), _mean_top_score(cases)
         failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
         leaks = {f.get("case") for f in failures if f.get("kind") == "negative_leak"}
-        yield (self._leaks, ()), float(len(leaks))
-        yield (self._regression, ()), 1.0 if report.get("outcome") == "regression" else 0.0
+        yield (self._f.leaks, ()), float(len(leaks))
+        yield (self._f.regression, ()), 1.0 if report.get("outcome") == "regression" else 0.0
         stale = report.get("stale_labels")
         if isinstance(stale, list):  # None: not enough runs yet to tell
-            yield (self._stale_labels, ()), float(len(stale))
+            yield (self._f.stale_labels, ()), float(len(stale))
         baseline = report.get("baseline")
         if not isinstance(baseline, Mapping):
             return
-        yield (self._rank_overlap, ()), _number(baseline.get("rank_overlap"))
-        yield (self._score_drift, ()), _number(baseline.get("score_drift"))
-        yield (self._drifted_ratio, ()), _number(baseline.get("score_drifted_ratio"))
-        yield (self._embedding_drift, ()), _number(baseline.get("embedding_drift"))
-        yield (self._embedding_changed, ()), _number(baseline.get("embedding_changed_ratio"))
+        yield (self._f.rank_overlap, ()), _number(baseline.get("rank_overlap"))
+        yield (self._f.score_drift, ()), _number(baseline.get("score_drift"))
+        yield (self._f.drifted_ratio, ()), _number(baseline.get("score_drifted_ratio"))
+        yield (self._f.embedding_drift, ()), _number(baseline.get("embedding_drift"))
+        yield (self._f.embedding_changed, ()), _number(baseline.get("embedding_changed_ratio"))
         for metric, delta in _mapping(baseline.get("deltas")).items():
-            yield (self._baseline_delta, (str(metric),)), _number(delta)
+            yield (self._f.baseline_delta, (str(metric),)), _number(delta)
         regressions = [r for r in report.get("regressions") or () if isinstance(r, Mapping)]
-        yield (self._regressed, ()), float(len({r.get("case") for r in regressions}))
+        yield (self._f.regressed, ()), float(len({r.get("case") for r in regressions}))
 
     def _case_values(self, layout: _Layout, case: Mapping[str, Any]) -> dict[Setting, float]:
         case_id = str(case.get("id"))
@@ -477,21 +304,21 @@ class Exporter:
             if value is None:
                 continue
             if name == "hit_rate" and k in layout.ks:
-                values[(self._case_hit_rate, (case_id, k))] = value
+                values[(self._f.case_hit_rate, (case_id, k))] = value
             elif key == "rr":
-                values[(self._case_rr, (case_id,))] = value
+                values[(self._f.case_rr, (case_id,))] = value
         return values
 
     def _fits(self, layout: _Layout, metric: MetricWrapperBase, labels: Labels) -> bool:
         """Whether a series still belongs to the configuration in ``layout``."""
-        if metric in self._cut_off.values():
+        if metric in self._f.cut_off.values():
             return labels[0] in layout.ks
-        if metric is self._baseline_delta:
+        if metric is self._f.baseline_delta:
             _, at, k = labels[0].partition("@")
             return not at or k in layout.ks
-        if metric is self._case_hit_rate:
+        if metric is self._f.case_hit_rate:
             return labels[0] in layout.cases and labels[1] in layout.ks
-        if metric is self._case_rr:
+        if metric is self._f.case_rr:
             return labels[0] in layout.cases
         return True
 

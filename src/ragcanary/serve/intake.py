@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from ragcanary.serve.exporter import CANDIDATE_SIGNALS
+from ragcanary.serve.families import CANDIDATE_SIGNALS
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.storage import StorageError
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ragcanary.measure.results import ANSWERED, Answer
-from ragcanary.serve.exporter import CANDIDATE_SIGNALS
+from ragcanary.serve.families import CANDIDATE_SIGNALS
 from ragcanary.serve.ui.views import PageError
 from ragcanary.store.candidates import CandidateStore
 
