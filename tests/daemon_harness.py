@@ -21,6 +21,10 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from retrievers import target_entry
+
+from ragcanary.serve.daemon import Daemon
+from ragcanary.suites.loaded import load_config
 
 T = TypeVar("T")
 
@@ -374,3 +378,20 @@ def packets_dropped(port: int) -> Iterator[None]:
         yield
     finally:
         subprocess.run(["iptables", "-D", *rule], check=True, capture_output=True, timeout=10)
+
+
+def idle_replica(directory: Path, storage: str) -> Daemon:
+    """A daemon, not started, of one suite (``core``, every minute) on one target (``vendor``)
+    that nobody answers: for what a daemon does between runs (on PostgreSQL, as a replica)."""
+    (directory / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = directory / "ragcanary.yaml"
+    config = {
+        "storage": storage,
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"core": {"cases": "cases.yaml", "targets": ["vendor"], "every": "1m"}},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": "sk-idle-replica-31"}
+    return Daemon(path, environ, load_config(path, environ))

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import sqlalchemy
-from daemon_harness import config_yaml
-from retrievers import target_entry
+from daemon_harness import idle_replica
 
-from ragcanary.serve.daemon import Daemon
 from ragcanary.store.schema import claims
 from ragcanary.store.storage import Store, make_engine
-from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
 JOB = "core/vendor"
@@ -32,18 +28,7 @@ async def test_a_tick_fired_late_in_its_interval_is_run_again_after_its_claimer_
     A replica fired this one 55 s after its tick, claimed it, and died 30 s into the run (a
     slow target, a big suite); 13 s later the others count it dead. The tick must be run again
     all the same: 98 s after the tick, but 43 s after the claim."""
-    (tmp_path / "cases.yaml").write_text(
-        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
-    )
-    path = tmp_path / "ragcanary.yaml"
-    config = {
-        "storage": postgres_url,
-        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
-        "suites": {"core": {"cases": "cases.yaml", "targets": ["vendor"], "every": "1m"}},
-    }
-    path.write_text(config_yaml(config), encoding="utf-8")
-    environ = {"VENDOR_KEY": "sk-orphans-31"}
-    daemon = Daemon(path, environ, load_config(path, environ))
+    daemon = idle_replica(tmp_path, postgres_url)
     daemon.store.migrate()
     now = datetime.now(UTC)
     tick = now - timedelta(seconds=98)  # a grid point, as far as the adoption can tell

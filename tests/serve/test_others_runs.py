@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from daemon_harness import config_yaml
-from retrievers import target_entry
+from daemon_harness import idle_replica
 
-from ragcanary.serve.daemon import Daemon
 from ragcanary.serve.replicas import Replicas
 from ragcanary.store.storage import Store
-from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
 
@@ -39,18 +35,7 @@ class CountingStore(Store):
 async def test_a_replica_alone_reads_the_newest_runs_once_and_again_once_others_beat(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    (tmp_path / "cases.yaml").write_text(
-        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
-    )
-    path = tmp_path / "ragcanary.yaml"
-    config = {
-        "storage": postgres_url,
-        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
-        "suites": {"core": {"cases": "cases.yaml", "targets": ["vendor"], "every": "1m"}},
-    }
-    path.write_text(config_yaml(config), encoding="utf-8")
-    environ = {"VENDOR_KEY": "sk-others-77"}
-    daemon = Daemon(path, environ, load_config(path, environ))
+    daemon = idle_replica(tmp_path, postgres_url)
     daemon.store.close()
     store = daemon.keeper.store = CountingStore.from_url(postgres_url)
     store.migrate()
