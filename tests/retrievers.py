@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -62,14 +63,24 @@ class Recorded:
     body: Any
 
 
+class _Server(ThreadingHTTPServer):
+    """Quiet when a client leaves mid-request (a probe giving up at its timeout, a refused
+    certificate): tests do that on purpose, and socketserver would print a traceback."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
+            super().handle_error(request, client_address)
+
+
 class ServerThread:
     """A ThreadingHTTPServer on 127.0.0.1 (a free port) serving from a daemon thread."""
 
     def __init__(
         self, handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None
     ) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), handler)
         if tls is not None:  # HTTPS with this server-side context
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
