@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragcanary.measure.results import Answer
-from ragcanary.probe.runner import RateLimiter, TargetGate, run_suite
+from ragcanary.probe.runner import START_SPREAD_S, RateLimiter, TargetGate, run_suite
 from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
@@ -131,6 +131,41 @@ async def test_at_most_concurrency_queries_are_in_flight():
         run = await run_suite("s", make_suite(9), target, depth=5, concurrency=3, rate_limit=None)
     assert target.max_in_flight == 3
     assert len(run.results) == 9
+
+
+async def test_the_workers_first_queries_go_out_spread_over_a_few_milliseconds():
+    """C queries sent in one burst come back in one burst, and then every round of queries
+    stays in step: each waits for the whole burst to be handled before the next goes out
+    (docs/performance.md, "Cycle time"). So worker i sends its first query i/C of
+    START_SPREAD_S after the first worker; the clock's sleep records those waits."""
+    clock = Clock()
+    await run_suite(
+        "s",
+        make_suite(40),
+        CountingTarget(),
+        depth=5,
+        concurrency=8,
+        rate_limit=None,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert clock.delays == pytest.approx([i * START_SPREAD_S / 8 for i in range(1, 8)])
+
+
+async def test_a_rate_limit_alone_spaces_the_first_queries():
+    """A rate limit already spaces every start; the spread adds no wait of its own."""
+    clock = Clock()
+    await run_suite(
+        "s",
+        make_suite(4),
+        CountingTarget(),
+        depth=5,
+        concurrency=4,
+        rate_limit=1000.0,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert all(d == pytest.approx(0.001 * n) for n, d in enumerate(clock.delays, start=1))
 
 
 async def test_runs_sharing_a_target_gate_stay_within_its_concurrency_together():
