@@ -152,22 +152,6 @@ async def test_the_workers_first_queries_go_out_spread_over_a_few_milliseconds()
     assert clock.delays == pytest.approx([i * START_SPREAD_S / 8 for i in range(1, 8)])
 
 
-async def test_a_rate_limit_alone_spaces_the_first_queries():
-    """A rate limit already spaces every start; the spread adds no wait of its own."""
-    clock = Clock()
-    await run_suite(
-        "s",
-        make_suite(4),
-        CountingTarget(),
-        depth=5,
-        concurrency=4,
-        rate_limit=1000.0,
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    assert all(d == pytest.approx(0.001 * n) for n, d in enumerate(clock.delays, start=1))
-
-
 async def test_runs_sharing_a_target_gate_stay_within_its_concurrency_together():
     """Two suites running at once against one target share its C slots, not C each."""
     target = CountingTarget(asyncio.Barrier(3))
@@ -286,7 +270,8 @@ async def test_given_run_id_is_kept():
 
 
 async def test_rate_limit_paces_request_starts():
-    """With a rate limit, each start after the first waits its slot via the injected sleep."""
+    """With a rate limit, each start after the first waits its slot via the injected sleep,
+    and nothing else: the workers' start spread adds no wait of its own."""
     clock = Clock()
     await run_suite(
         "s",
