@@ -460,9 +460,7 @@ class Store:
             with self._write() as conn:
                 insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
                 if conn.dialect.name == "postgresql":
-                    # A claim another replica inserted but never committed (it was cut off)
-                    # stays locked until its session dies: a short wait, then "taken".
-                    conn.execute(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
+                    _wait_briefly_for_claims(conn)
                 taken = conn.execute(
                     insert(claims)
                     .values(row)
@@ -482,12 +480,11 @@ class Store:
         was never stored (it died in the middle): job, tick and the dead claimant. When it was
         claimed, not the tick, says how long ago it ran: a job fires up to an interval after
         the grid point that names its tick (``serve.replicas``)."""
-        stored = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
         query = select(claims.c.job, claims.c.tick, claims.c.replica_id).where(
             claims.c.claimed_at >= _aware(since, "since"),
             claims.c.claimed_at <= _aware(until, "until"),
             claims.c.replica_id.not_in(list(live)),
-            ~stored,
+            ~_CLAIMED_RUN_STORED,
         )
         with self._read() as conn:
             return [(r.job, r.tick, r.replica_id) for r in conn.execute(query)]
@@ -504,16 +501,15 @@ class Store:
         stored was not there yet, and the tick got a second run. A row locked by a session
         that hangs (a replica cut off mid-save) is given up after a short wait.
         """
-        stored = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
         theirs = (claims.c.job == job, claims.c.tick == _aware(tick, "tick"))
         try:
             with self._write() as conn:
                 if conn.dialect.name == "postgresql":
-                    conn.execute(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
+                    _wait_briefly_for_claims(conn)
                     conn.execute(select(claims.c.job).where(*theirs).with_for_update())
                 done = conn.execute(
                     update(claims)
-                    .where(*theirs, claims.c.replica_id == dead, ~stored)
+                    .where(*theirs, claims.c.replica_id == dead, ~_CLAIMED_RUN_STORED)
                     .values(replica_id=replica_id, run_id=run_id, claimed_at=self._clock())
                 )
         except StorageError as exc:
@@ -673,6 +669,17 @@ def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
         code = getattr(driver_error, "sqlite_errorcode", None)
         return code is not None and code & 0xFF in _SQLITE_UNAVAILABLE
     return isinstance(error, exc.OperationalError | exc.InterfaceError)
+
+
+# Whether the run a claim names is stored: a claim without it is still to be run.
+_CLAIMED_RUN_STORED = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
+
+
+def _wait_briefly_for_claims(conn: Connection) -> None:
+    """Wait for a claim's row lock at most ``CLAIM_LOCK_TIMEOUT_MS`` in this transaction. A row
+    another replica locked and never committed (it was cut off) stays locked until its session
+    dies: a short wait, then the claim counts as another's."""
+    conn.execute(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
 
 
 def _lock_timed_out(exc: StorageError) -> bool:
