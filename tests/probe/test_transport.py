@@ -375,6 +375,27 @@ def test_a_retriever_s_cookie_comes_back_once_as_httpx_sends_it(
     assert _named(seen[1], "cookie") == ["lb=one"]
 
 
+def test_cookies_set_on_the_client_and_by_the_retriever_go_out_together(
+    client_for: Callable[[TargetConfig], httpx.AsyncClient],
+    recorder: tuple[str, list[list[tuple[str, str]]]],
+) -> None:
+    """The production client keeps httpx's jar (it only skips answers that set no cookie):
+    cookies given to ``client.cookies`` go out, and a retriever's join them."""
+    base, seen = recorder
+
+    async def ask() -> None:
+        config = _config(f"{base}/cookie")
+        async with client_for(config) as client:
+            client.cookies = {"session": "abc"}
+            target = HttpTarget("t", config, client)
+            for _ in range(2):
+                assert (await target.search("q", 5)).outcome == "ok"
+
+    asyncio.run(ask())
+    assert _named(seen[0], "cookie") == ["session=abc"]
+    assert sorted(_named(seen[1], "cookie")[0].split("; ")) == ["lb=one", "session=abc"]
+
+
 def test_a_gzip_body_reaches_us_compressed_and_is_inflated_by_read_capped(
     recorder: tuple[str, list[list[tuple[str, str]]]],
 ) -> None:

@@ -30,6 +30,7 @@ transports it builds itself, so ``Client`` builds ours there instead of being pa
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -171,6 +172,25 @@ class Client(httpx.AsyncClient):
     the transports itself, through these two methods.
     """
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cookies = self._cookies  # httpx's __init__ sets the jar without its setter
+
+    def build_request(self, method: str, url: httpx.URL | str, **kwargs: Any) -> httpx.Request:
+        """httpx's request, its URL parsed once per distinct URL rather than twice per request
+        (a tenth of our CPU per query): a target asks the same URL every time."""
+        return super().build_request(
+            method, _parsed(url) if isinstance(url, str) else url, **kwargs
+        )
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        self._cookies = _Cookies(cookies)
+
     def _init_transport(
         self,
         verify: ssl.SSLContext | str | bool = True,
@@ -198,6 +218,24 @@ class Client(httpx.AsyncClient):
         if proxy.url.scheme not in ("http", "https"):
             return _Unsupported(proxy.url.scheme)
         return Transport(verify=verify, cert=cert, trust_env=trust_env, limits=limits, proxy=proxy)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(url: str) -> httpx.URL:
+    return httpx.URL(url)
+
+
+class _Cookies(httpx.Cookies):
+    """httpx's cookie jar, which skips the answers that set no cookie.
+
+    httpx hands every response to the standard library's jar, which wraps it in two adapter
+    objects only to find no ``Set-Cookie`` header: a tenth of our CPU per query. The jar ignores
+    ``Set-Cookie2`` (its policy's default), so skipping those answers changes nothing it keeps.
+    """
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        if "set-cookie" in response.headers:
+            super().extract_cookies(response)
 
 
 class _Unsupported(httpx.AsyncBaseTransport):
