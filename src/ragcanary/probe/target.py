@@ -71,6 +71,8 @@ def fill_template(template: Any, query: str, k: int, vector: Sequence[float] | N
     embedding as a list of numbers. Mapping keys are left as written.
     """
     if isinstance(template, str):
+        if template == "{query}":
+            return query
         if template == "{k}":
             return k
         if template == "{vector}" and vector is not None:
