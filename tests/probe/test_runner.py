@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragcanary.measure.results import Answer
-from ragcanary.probe.runner import START_SPREAD_S, RateLimiter, TargetGate, run_suite
+from ragcanary.probe.runner import PACE, START_SPREAD_S, Pacer, RateLimiter, TargetGate, run_suite
 from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
@@ -136,20 +136,64 @@ async def test_at_most_concurrency_queries_are_in_flight():
 async def test_the_workers_first_queries_go_out_spread_over_a_few_milliseconds():
     """C queries sent in one burst come back in one burst, and then every round of queries
     stays in step: each waits for the whole burst to be handled before the next goes out
-    (docs/performance.md, "Cycle time"). So worker i sends its first query i/C of
-    START_SPREAD_S after the first worker; the clock's sleep records those waits."""
+    (docs/performance.md, "Cycle time"). So the C first queries, held by the barrier until
+    all have started, start START_SPREAD_S / C apart; the clock's sleep records the waits."""
+    clock = Clock()
+    async with asyncio.timeout(5):
+        await run_suite(
+            "s",
+            make_suite(8),
+            CountingTarget(asyncio.Barrier(8)),
+            depth=5,
+            concurrency=8,
+            rate_limit=None,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert clock.delays == pytest.approx([i * START_SPREAD_S / 8 for i in range(1, 8)])
+
+
+async def test_once_answered_starts_are_kept_apart_by_a_share_of_the_fastest_answer():
+    """After an answer that took L, C queries in flight leave L / C between starts on average;
+    starts that come together are kept PACE of that apart. A slower answer keeps the gap."""
+    clock = Clock()
+    pacer = Pacer(4, clock=clock, sleep=clock.sleep)
+    pacer.answered(0.020)
+    pacer.answered(0.050)
+    clock.now = 1.0  # the first reservations are long past
+    await asyncio.gather(*(pacer.acquire() for _ in range(3)))
+    gap = PACE * 0.020 / 4
+    assert clock.delays == pytest.approx([gap, 2 * gap])
+
+
+async def test_a_faster_answer_narrows_the_gap_between_starts():
+    """A retriever that speeds up is not held to its slower pace."""
+    clock = Clock()
+    pacer = Pacer(4, clock=clock, sleep=clock.sleep)
+    pacer.answered(0.020)
+    pacer.answered(0.002)
+    clock.now = 1.0
+    await asyncio.gather(*(pacer.acquire() for _ in range(2)))
+    assert clock.delays == pytest.approx([PACE * 0.002 / 4])
+
+
+async def test_a_run_paces_its_starts_by_its_answers():
+    """In a run, the answers' latency sets the gap. The clock stands still here, so the waits
+    add up: the second start comes the first round's gap (START_SPREAD_S over one worker)
+    after the first, and the third, after an answer of 0.01 s, a paced gap after that."""
     clock = Clock()
     await run_suite(
         "s",
-        make_suite(40),
+        make_suite(3),
         CountingTarget(),
-        depth=5,
-        concurrency=8,
+        depth=1,
+        concurrency=1,
         rate_limit=None,
         clock=clock,
         sleep=clock.sleep,
     )
-    assert clock.delays == pytest.approx([i * START_SPREAD_S / 8 for i in range(1, 8)])
+    paced = PACE * 0.01 / 1
+    assert clock.delays == pytest.approx([START_SPREAD_S, START_SPREAD_S + paced])
 
 
 async def test_runs_sharing_a_target_gate_stay_within_its_concurrency_together():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -17,14 +18,19 @@ ProgressCallback = Callable[[CaseResult], None]
 Sleep = Callable[[float], Awaitable[None]]
 Embed = Callable[[Sequence[str]], Awaitable[list[Embedded]]]
 
-# The workers' first queries go out spread over this long instead of in one burst. A burst is
-# answered as a burst (an in-process retriever, or any that answers in constant time), the
-# client handles those answers in turn and sends the next queries together again, so the
-# rounds stay in step and each waits for the whole burst to be handled: 1,000 canaries at
-# C = 32 took 1.49x the ideal against such a retriever, 1.27x when spread (docs/performance.md,
-# "Cycle time"). Spread, the answers come one by one and the rounds never line up. It costs
-# a run at most this long, and nothing where a rate limit already spaces the starts.
+# A run's request starts are kept apart (``Pacer``). Queries sent together come back together
+# from a retriever that answers in constant time; the client handles those answers in turn,
+# and each is late by the handling of those before it. The late ones send their next query
+# right after one another, so such trains of queries grow as the run goes on: 1,000 canaries
+# at C = 32 against a retriever answering in 20 ms took 21.4 ms per query in the first rounds
+# and 25 ms in the middle ones. Kept apart, answers come back one by one, the rounds never
+# line up, and a query's measured latency is the retriever's rather than our queue's
+# (docs/performance.md, "Cycle time").
+# The first C starts are this long apart in all (nothing has been answered yet) ...
 START_SPREAD_S = 0.010
+# ... and then this share of the fastest answer's latency over C: below the time C queries in
+# flight leave between two starts, so pacing never lowers a run's rate, only breaks its trains.
+PACE = 0.6
 
 
 def _utc_now() -> datetime:
@@ -60,6 +66,33 @@ class RateLimiter:
         self._next_slot = slot + self._interval
         if slot > now:
             await self._sleep(slot - now)
+
+
+class Pacer(RateLimiter):
+    """Spaces one run's request starts by a share of the time each query in flight leaves.
+
+    With C workers and the fastest answer taking L, C queries in flight start on average at
+    least L/C apart; starts are kept ``PACE`` of that apart, and the first C, before any
+    answer, ``START_SPREAD_S`` / C apart. A faster answer narrows the gap, never a slower one,
+    so a retriever that speeds up is not held back.
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        super().__init__(workers / START_SPREAD_S, clock=clock, sleep=sleep)
+        self._workers = workers
+        self._fastest = math.inf
+
+    def answered(self, latency_s: float) -> None:
+        """Take the latency of an answer into the gap between starts."""
+        if latency_s < self._fastest:
+            self._fastest = latency_s
+            self._interval = PACE * latency_s / self._workers
 
 
 class TargetGate:
@@ -124,10 +157,10 @@ async def run_suite(
         vectors = dict(zip(queries, await embed(queries), strict=True))
 
     workers = min(gate.concurrency, len(cases))
+    pacer = Pacer(max(workers, 1), clock=clock, sleep=sleep)
+    starts = gate.limiter or pacer  # a rate limit spaces the starts itself, and wider
 
-    async def worker(number: int) -> None:
-        if number and gate.limiter is None:
-            await sleep(number * START_SPREAD_S / workers)
+    async def worker() -> None:
         # Workers share one iterator: no await between taking an index and owning it.
         for index in pending:
             embedded = vectors.get(cases[index].query)
@@ -136,10 +169,10 @@ async def run_suite(
                 answer = Answer((), (), embedded.latency_s, "embedding_error", reason)
             else:
                 async with gate.slots:
-                    if gate.limiter is not None:
-                        await gate.limiter.acquire()
+                    await starts.acquire()
                     query_vector = embedded.vector if embedded is not None else None
                     answer = await _ask(target, cases[index], depth, clock, query_vector)
+                    pacer.answered(answer.latency_s)
             vector = embedded.vector if embedded is not None else None
             result = CaseResult(cases[index], answer, vector)
             results[index] = result
@@ -148,8 +181,8 @@ async def run_suite(
 
     try:
         async with asyncio.TaskGroup() as group:
-            for number in range(workers):
-                group.create_task(worker(number))
+            for _ in range(workers):
+                group.create_task(worker())
     except BaseExceptionGroup as failed:
         # Only a failing on_result gets here (searches cannot raise). Every worker calls the
         # same callback, so the first failure speaks for all; raise it unwrapped.
