@@ -11,7 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragcanary.measure.results import Answer
-from ragcanary.probe.runner import PACE, START_SPREAD_S, Pacer, RateLimiter, TargetGate, run_suite
+from ragcanary.probe.runner import (
+    PACE,
+    PACED_GAP_BELOW_S,
+    START_SPREAD_S,
+    Pacer,
+    RateLimiter,
+    TargetGate,
+    run_suite,
+)
 from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
@@ -158,11 +166,12 @@ async def test_once_answered_starts_are_kept_apart_by_a_share_of_the_fastest_ans
     starts that come together are kept PACE of that apart. A slower answer keeps the gap."""
     clock = Clock()
     pacer = Pacer(4, clock=clock, sleep=clock.sleep)
-    pacer.answered(0.020)
-    pacer.answered(0.050)
+    pacer.answered(0.004)
+    pacer.answered(0.005)
     clock.now = 1.0  # the first reservations are long past
     await asyncio.gather(*(pacer.acquire() for _ in range(3)))
-    gap = PACE * 0.020 / 4
+    gap = PACE * 0.004 / 4
+    assert gap < PACED_GAP_BELOW_S
     assert clock.delays == pytest.approx([gap, 2 * gap])
 
 
@@ -170,29 +179,50 @@ async def test_a_faster_answer_narrows_the_gap_between_starts():
     """A retriever that speeds up is not held to its slower pace."""
     clock = Clock()
     pacer = Pacer(4, clock=clock, sleep=clock.sleep)
-    pacer.answered(0.020)
+    pacer.answered(0.004)
     pacer.answered(0.002)
     clock.now = 1.0
     await asyncio.gather(*(pacer.acquire() for _ in range(2)))
     assert clock.delays == pytest.approx([PACE * 0.002 / 4])
 
 
+async def test_starts_that_answers_leave_far_apart_are_not_paced():
+    """Pacing costs an event-loop wake-up per start; where C queries in flight leave more
+    than a millisecond or so between starts, they seldom meet, and none waits."""
+    clock = Clock()
+    pacer = Pacer(8, clock=clock, sleep=clock.sleep)
+    pacer.answered(0.020)  # 1.5 ms apart at PACE
+    assert PACE * 0.020 / 8 >= PACED_GAP_BELOW_S
+    clock.now = 1.0
+    await asyncio.gather(*(pacer.acquire() for _ in range(3)))
+    assert clock.delays == []
+
+
+class FastTarget:
+    """Answers every query, each said to have taken a millisecond."""
+
+    name = "fast"
+
+    async def search(self, query: str, k: int) -> Answer:
+        return Answer((f"doc-{query}",), (1.0,), 0.001, "ok")
+
+
 async def test_a_run_paces_its_starts_by_its_answers():
     """In a run, the answers' latency sets the gap. The clock stands still here, so the waits
     add up: the second start comes the first round's gap (START_SPREAD_S over one worker)
-    after the first, and the third, after an answer of 0.01 s, a paced gap after that."""
+    after the first, and the third, after an answer of 1 ms, a paced gap after that."""
     clock = Clock()
     await run_suite(
         "s",
         make_suite(3),
-        CountingTarget(),
+        FastTarget(),
         depth=1,
         concurrency=1,
         rate_limit=None,
         clock=clock,
         sleep=clock.sleep,
     )
-    paced = PACE * 0.01 / 1
+    paced = PACE * 0.001 / 1
     assert clock.delays == pytest.approx([START_SPREAD_S, START_SPREAD_S + paced])
 
 

@@ -31,6 +31,11 @@ START_SPREAD_S = 0.010
 # ... and then this share of the fastest answer's latency over C: below the time C queries in
 # flight leave between two starts, so pacing never lowers a run's rate, only breaks its trains.
 PACE = 0.6
+# Only where that gap is shorter than this. Each paced start is a wake-up of the event loop, and
+# starts left further apart seldom meet while the client handles an answer (about half a
+# millisecond of CPU): against a retriever answering in 20 ms, pacing took 25-35% more CPU
+# per query at C = 8 to end a run 2.5% sooner, and 11% more at C = 32 to end it 6.5% sooner.
+PACED_GAP_BELOW_S = 0.001
 
 
 def _utc_now() -> datetime:
@@ -72,9 +77,10 @@ class Pacer(RateLimiter):
     """Spaces one run's request starts by a share of the time each query in flight leaves.
 
     With C workers and the fastest answer taking L, C queries in flight start on average at
-    least L/C apart; starts are kept ``PACE`` of that apart, and the first C, before any
-    answer, ``START_SPREAD_S`` / C apart. A faster answer narrows the gap, never a slower one,
-    so a retriever that speeds up is not held back.
+    least L/C apart; starts are kept ``PACE`` of that apart when that is under
+    ``PACED_GAP_BELOW_S``, and the first C, before any answer, ``START_SPREAD_S`` / C apart. A
+    faster answer narrows the gap, never a slower one, so a retriever that speeds up is not
+    held back.
     """
 
     def __init__(
@@ -92,7 +98,8 @@ class Pacer(RateLimiter):
         """Take the latency of an answer into the gap between starts."""
         if latency_s < self._fastest:
             self._fastest = latency_s
-            self._interval = PACE * latency_s / self._workers
+            gap = PACE * latency_s / self._workers
+            self._interval = gap if gap < PACED_GAP_BELOW_S else 0.0
 
 
 class TargetGate:
