@@ -239,7 +239,11 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     ),
     "TargetConfig.timeout": ("Deadline of one query, all of it (connect, answer, body).", "2s"),
     "TargetConfig.concurrency": (
-        "Queries in flight at once against this target (shared by its suites).",
+        "Queries in flight at once against this target (shared by its suites). A run sends"
+        " its first queries spread over 10 ms; where its queries would start less than a"
+        " millisecond apart, it keeps them 0.6 of the fastest answer's latency /"
+        " `concurrency` apart, which never lowers its rate (docs/performance.md, \"Cycle"
+        " time\").",
         "4",
     ),
     "TargetConfig.rate_limit": (
