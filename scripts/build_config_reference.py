@@ -242,8 +242,8 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "Queries in flight at once against this target (shared by its suites). A run sends"
         " its first queries spread over 10 ms; where its queries would start less than a"
         " millisecond apart, it keeps them 0.6 of the fastest answer's latency /"
-        " `concurrency` apart, which never lowers its rate (docs/performance.md, \"Cycle"
-        " time\").",
+        ' `concurrency` apart, which never lowers its rate (docs/performance.md, "Cycle'
+        ' time").',
         "4",
     ),
     "TargetConfig.rate_limit": (
