@@ -198,6 +198,19 @@ async def test_starts_that_answers_leave_far_apart_are_not_paced():
     assert clock.delays == []
 
 
+async def test_once_pacing_is_off_no_start_waits_for_the_first_round_s_slots():
+    """An answer showing that starts need no pacing ends the first round's spread too: a
+    worker asking its next query right away goes at once, so queries go out in suite order
+    (two sleeping to the same slot could wake in either order)."""
+    clock = Clock()
+    pacer = Pacer(3, clock=clock, sleep=clock.sleep)
+    await pacer.acquire()
+    pacer.answered(0.010)  # 2 ms apart at PACE: not paced
+    await pacer.acquire()
+    await pacer.acquire()
+    assert clock.delays == []
+
+
 class FastTarget:
     """Answers every query, each said to have taken a millisecond."""
 

@@ -99,7 +99,11 @@ class Pacer(RateLimiter):
         if latency_s < self._fastest:
             self._fastest = latency_s
             gap = PACE * latency_s / self._workers
-            self._interval = gap if gap < PACED_GAP_BELOW_S else 0.0
+            if gap < PACED_GAP_BELOW_S:
+                self._interval = gap
+            else:  # not paced, and the first round's spread ends too
+                self._interval = 0.0
+                self._next_slot = None
 
 
 class TargetGate:
