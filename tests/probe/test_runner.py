@@ -48,19 +48,21 @@ def make_suite(n: int) -> Suite:
     return Suite(tuple(Case(id=f"c{i}", query=f"q{i}") for i in range(n)))
 
 
-def ok(query: str) -> Answer:
-    return Answer((f"doc-{query}",), (1.0,), 0.01, "ok")
+def ok(query: str, latency_s: float = 0.01) -> Answer:
+    return Answer((f"doc-{query}",), (1.0,), latency_s, "ok")
 
 
 class CountingTarget:
-    """Answers every query; tracks how many searches are in flight at once."""
+    """Answers every query, each said to have taken ``latency_s``; tracks how many searches
+    are in flight at once."""
 
     name = "counting"
 
-    def __init__(self, barrier: asyncio.Barrier | None = None) -> None:
+    def __init__(self, barrier: asyncio.Barrier | None = None, latency_s: float = 0.01) -> None:
         self.in_flight = 0
         self.max_in_flight = 0
         self.barrier = barrier
+        self.latency_s = latency_s
 
     async def search(self, query: str, k: int) -> Answer:
         self.in_flight += 1
@@ -68,7 +70,7 @@ class CountingTarget:
         try:
             if self.barrier is not None:
                 await self.barrier.wait()
-            return ok(query)
+            return ok(query, self.latency_s)
         finally:
             self.in_flight -= 1
 
@@ -211,15 +213,6 @@ async def test_once_pacing_is_off_no_start_waits_for_the_first_round_s_slots():
     assert clock.delays == []
 
 
-class FastTarget:
-    """Answers every query, each said to have taken a millisecond."""
-
-    name = "fast"
-
-    async def search(self, query: str, k: int) -> Answer:
-        return Answer((f"doc-{query}",), (1.0,), 0.001, "ok")
-
-
 async def test_a_run_paces_its_starts_by_its_answers():
     """In a run, the answers' latency sets the gap. The clock stands still here, so the waits
     add up: the second start comes the first round's gap (START_SPREAD_S over one worker)
@@ -228,7 +221,7 @@ async def test_a_run_paces_its_starts_by_its_answers():
     await run_suite(
         "s",
         make_suite(3),
-        FastTarget(),
+        CountingTarget(latency_s=0.001),
         depth=1,
         concurrency=1,
         rate_limit=None,
