@@ -54,16 +54,23 @@ def trigger_for(suite: SuiteConfig) -> BaseTrigger:
 
 
 def grid_phases(loaded: LoadedConfig) -> dict[str, float]:
-    """Where in its interval each ``every:`` job of ``loaded`` fires on a grid (0 to 1): in
-    the order of their ids, each a golden-ratio step from the last, so any number of jobs lie
-    evenly, and every replica with this config gives each job the same phase."""
+    """Where in its interval each ``every:`` job of ``loaded`` fires on a grid (0 to 1), the
+    same on every replica with this config: n jobs exactly 1/n of an interval apart.
+
+    In the order of their ids, the jobs take golden-ratio steps round the interval, and each
+    job fires at its step's rank among them: jobs next to each other by id (one suite's
+    targets) fire far apart. The steps alone are uneven by up to 2 jobs in a twelfth of the
+    interval, depending on where it is taken to begin; the grid is fixed to the clock, so
+    that would come and go with the time of day.
+    """
     jobs = sorted(
         job_id(name, target)
         for name, suite in loaded.config.suites.items()
         if suite.every is not None
         for target in suite.targets
     )
-    return {job: (index * GOLDEN_STEP) % 1.0 for index, job in enumerate(jobs)}
+    steps = sorted(range(len(jobs)), key=lambda index: (index * GOLDEN_STEP) % 1.0)
+    return {jobs[index]: rank / len(jobs) for rank, index in enumerate(steps)}
 
 
 def job_triggers(loaded: LoadedConfig) -> dict[str, BaseTrigger]:
