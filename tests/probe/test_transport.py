@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gzip
 import json
+import math
 import shutil
 import socket
 import ssl
@@ -36,7 +37,7 @@ from ragcanary.config.model import EmbeddingConfig, TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.embedding import Embedder, make_embedding_client
 from ragcanary.probe.target import HttpTarget, make_client
-from ragcanary.probe.transport import Client
+from ragcanary.probe.transport import Client, JsonPosts
 
 HITS = json.dumps({"hits": [{"id": "doc-1", "score": 0.9}]}).encode()
 MiB = 1024 * 1024
@@ -542,3 +543,55 @@ def test_a_socks_proxy_fails_each_query_with_what_to_change(
     answer = asyncio.run(_search(make_client, "http://127.0.0.1:9/search"))
     assert answer.outcome == "connect_error"
     assert "socks5:// proxies are not supported" in answer.error
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer s3cret", "X-Tenant": "blue"},
+        {"content-type": "application/json; charset=utf-8", "User-Agent": "theirs/1"},
+        {"Accept-Encoding": "identity", "Host": "search.example.com"},
+    ],
+)
+def test_json_posts_are_the_requests_the_client_builds(headers: dict[str, str]) -> None:
+    """A target's queries, built from the first one, equal what ``build_request`` builds: the
+    same headers in the same order, the same body bytes, the same timeouts; with a cookie in
+    the jar too, and a document httpx refuses is refused alike."""
+    config = _config("http://127.0.0.1:9/v1/search?tenant=a")
+    client = make_client(config)
+    target_headers = httpx.Headers({"Accept-Encoding": "gzip, deflate", **headers})
+    timeout = httpx.Timeout(config.timeout)
+    posts = JsonPosts(client, config.url, target_headers, timeout)
+    documents = [
+        {"q": "first", "k": 5},
+        {"q": "naïve café — 東京", "k": 10, "filter": {"lang": ["de", "fr"]}},
+        {"vector": [0.25, -1e-7, 3.0], "k": 3, "exact": True, "none": None},
+    ]
+
+    def built(document: Any) -> tuple[Any, ...]:
+        request = client.build_request(
+            "POST", config.url, json=document, headers=target_headers, timeout=timeout
+        )
+        return _shown(request)
+
+    for document in documents:
+        assert _shown(posts.request(document)) == built(document)
+    client.cookies.set("lb", "one")
+    assert _shown(posts.request(documents[1])) == built(documents[1])
+    client.cookies.clear()
+    assert _shown(posts.request(documents[2])) == built(documents[2])
+    with pytest.raises(ValueError, match="Out of range float"):
+        client.build_request("POST", config.url, json={"v": [math.nan]})
+    with pytest.raises(ValueError, match="Out of range float"):
+        posts.request({"v": [math.nan]})
+
+
+def _shown(request: httpx.Request) -> tuple[Any, ...]:
+    return (
+        request.method,
+        str(request.url),
+        request.headers.raw,
+        request.read(),
+        request.extensions,
+    )

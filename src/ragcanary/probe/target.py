@@ -27,7 +27,7 @@ from ragcanary import __version__
 from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError, Problem
 from ragcanary.measure.results import Answer, Outcome
-from ragcanary.probe.transport import Client, close
+from ragcanary.probe.transport import Client, JsonPosts, close
 from ragcanary.redact import Redactor
 
 BACKOFF_BASE_S = 0.2
@@ -268,6 +268,7 @@ class HttpTarget:
         # Configured headers win, compared case-insensitively like HTTP does.
         self._headers = httpx.Headers({"Accept-Encoding": _ACCEPT_ENCODING})
         self._headers.update(config.headers)
+        self._posts = JsonPosts(client, config.url, self._headers, httpx.Timeout(config.timeout))
         own = Redactor(_secret_values(config))
         self._redact: Callable[[str], str] = lambda text: redact(own(text))
         # Method, URL and body of the last request sent, for `validate --live` to show.
@@ -450,6 +451,8 @@ class HttpTarget:
     def _request(self, query: str, k: int, vector: Sequence[float] | None) -> httpx.Request:
         config = self._config
         body = fill_template(config.body, query, k, vector) if config.method == "POST" else None
+        if body is not None and not config.params:
+            return self._posts.request(body)
         return self._client.build_request(
             config.method,
             config.url,
