@@ -164,7 +164,12 @@ def _serve_uvicorn(latency_s: float) -> None:
     app = Starlette(
         routes=[Route("/search", search, methods=["POST"]), Route("/stats", stats_route)]
     )
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    # Each loop's connections wait while the others take their turn, over 5 s a round on a
+    # slow machine: uvicorn's default keep-alive (5 s) then closed them as a loop reused one,
+    # and that loop's cycle failed ("Cannot write to closing transport"). aiohttp's is 75 s.
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75
+    )
     uvicorn.Server(config).run(sockets=[_listening_socket()])
 
 
