@@ -131,7 +131,7 @@ class Transport(AiohttpTransport):
                 proxy_headers=proxy.headers if proxy else None,
             )
             # A canary's answer is a few kilobytes that came with its headers: read at once,
-            # it skips a stream's layers, a tenth of our CPU per query.
+            # it skips a stream's layers (3% of the client's instructions per query).
             stream = (
                 httpx.ByteStream(await response.read())
                 if _small_and_plain(response)
@@ -251,8 +251,8 @@ class JsonPosts:
     Each is the request ``client.build_request("POST", url, json=..., headers=...,
     timeout=...)`` builds, header for header and byte for byte, but made from the first one
     the client built, rather than merging and checking the same headers again every time (a
-    fifth of our CPU per query). While the client keeps a cookie, which goes out in a header
-    of its own, the client builds every request itself.
+    fifth of the client's instructions per query, counted with callgrind). While the client
+    keeps a cookie, which goes out in a header of its own, the client builds every request.
     """
 
     def __init__(
