@@ -610,7 +610,11 @@ async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bo
         # deflate: wbits 0 takes the window size from the zlib header.
         inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
     body = bytearray()
-    async for chunk in response.aiter_raw():
+    # The body's stream itself: aiter_raw's layers over it (a chunker, a context, a byte count)
+    # took 2% of our CPU per query, and the caller closes the response.
+    stream = response.stream
+    chunks = stream if isinstance(stream, httpx.AsyncByteStream) else response.aiter_raw()
+    async for chunk in chunks:
         room = limit + 1 - len(body)
         try:
             body += inflater.decompress(chunk, room) if inflater is not None else chunk[:room]
