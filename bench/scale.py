@@ -724,7 +724,9 @@ def _meaning(result: dict[str, Any]) -> str:
         scrape = pg["scrape_ms"]
         goals.append(
             f"PostgreSQL stored {pg['runs_stored']:,} of {pg['runs_done']:,.0f} runs with at most"
-            f" {pg['buffered_max']:.0f} waiting, lag p99 {pg['lag']['p99_s']:.3f} s, `/metrics`"
+            f" {pg['buffered_max']:.0f} waiting, {pg['lag']['skipped']} runs skipped"
+            f" ({'met' if not pg['lag']['skipped'] else '**missed**'}),"
+            f" lag p99 {pg['lag']['p99_s']:.3f} s, `/metrics`"
             f" p99 {scrape['p99']:.0f} ms ({verdict(scrape['p99'], GOAL_SCRAPE_MS)} ≤ 50 ms;"
             f" median {scrape['median']:.0f} ms), the event loop woken late by"
             f" {pg['loop_late_ms']['p99']:.0f} ms at p99 against"
