@@ -419,8 +419,9 @@ def meaning(result: dict[str, Any]) -> str:
         f" the bare loop over the same aiohttp transport up to {cpu['httpx_aiohttp']:.2f} ms"
         f" and aiohttp alone up to {cpu['aiohttp']:.2f} ms; the difference from aiohttp alone"
         " is httpx's API (building and sending an `httpx.Request`, its response and stream"
-        " wrappers), which the production client keeps, and our runner and target adapter add"
-        " a few hundredths of a millisecond (the CPU section)."
+        " wrappers), which the production client keeps; our runner and target adapter cost"
+        " less than the target saves by building each request from its first"
+        " (`probe.transport.JsonPosts`; the CPU section)."
         + (
             " Ours took less time than every bare loop all the same, because it keeps its"
             " request starts apart (below)."
