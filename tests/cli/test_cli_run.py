@@ -7,6 +7,8 @@ are nested in ``chunk.meta.parent_id`` and an API key comes from the environment
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -415,3 +417,16 @@ def test_validate_live_tells_a_wrong_config_from_a_down_service(
     if code == 0:
         assert f"query: {QUERIES[0]}" in result.output
         assert "1. rel-0  0.95" in result.output
+
+
+def test_the_run_path_leaves_sqlalchemy_to_pgvector_targets() -> None:
+    """`run` gates deploys, so its start-up counts: importing SQLAlchemy took a fifth of it.
+
+    A fresh interpreter, because this test process imported SQLAlchemy long ago.
+    """
+    probe = (
+        "import sys, ragcanary.cli.app, ragcanary.cli.commands;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')[:3])"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

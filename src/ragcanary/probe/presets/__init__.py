@@ -10,14 +10,13 @@ says which relevant ids its index no longer holds (``missing``; ``lookup.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.chroma import ChromaTarget
 from ragcanary.probe.presets.milvus import MilvusTarget
-from ragcanary.probe.presets.pgvector import PgvectorTarget
 from ragcanary.probe.presets.pinecone import PineconeTarget
 from ragcanary.probe.presets.qdrant import QdrantTarget
 from ragcanary.probe.presets.rushdb import RushDBTarget
@@ -25,6 +24,9 @@ from ragcanary.probe.presets.search_engines import SearchEngineTarget
 from ragcanary.probe.presets.vespa import VespaTarget
 from ragcanary.probe.presets.weaviate import WeaviateTarget
 from ragcanary.probe.target import HttpTarget, Target
+
+if TYPE_CHECKING:
+    from ragcanary.probe.presets.pgvector import PgvectorTarget
 
 
 class PresetTarget(Target, Protocol):
@@ -62,7 +64,12 @@ class TargetMaker(Protocol):
 def _sql_target(
     name: str, config: TargetConfig, client: httpx.AsyncClient, *, redact: Callable[[str], str]
 ) -> PgvectorTarget:
-    """pgvector speaks SQL on its own connections: the HTTP client is not used."""
+    """pgvector speaks SQL on its own connections: the HTTP client is not used.
+
+    Imported here: SQLAlchemy would otherwise be a fifth of every `ragcanary run`'s start-up.
+    """
+    from ragcanary.probe.presets.pgvector import PgvectorTarget
+
     return PgvectorTarget(name, config, redact=redact)
 
 
