@@ -122,6 +122,23 @@ def test_saved_report_reads_back_equal_with_keys_in_order(store: Store) -> None:
     assert json.dumps(got) == json.dumps(report)
 
 
+def test_json_columns_hold_compact_text(store: Store, store_url: str) -> None:
+    """Per-case ids, scores and metrics are most of a database's size: no spaces in them."""
+    store.save_run(make_report("r1"))
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            texts = conn.execute(
+                sqlalchemy.text(
+                    "SELECT CAST(ids AS TEXT), CAST(metrics AS TEXT) FROM results "
+                    "WHERE case_id = 'alpha'"
+                )
+            ).one()
+    finally:
+        engine.dispose()
+    assert tuple(texts) == ('["alpha-doc","r1-doc"]', '{"hit_rate@5":1.0,"rr":1.0}')
+
+
 def test_unknown_run_reads_as_none(store: Store) -> None:
     """Asking for a run that was never saved gives None, not an error."""
     assert store.get_report("nope") is None

@@ -12,7 +12,6 @@ Every SQLAlchemy and driver error is translated here; callers never see them.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -106,7 +105,8 @@ def make_engine(url: str, **options: Any) -> Engine:
         )
     options.setdefault("pool_pre_ping", True)
     # Compact JSON: per-case ids, scores and metrics are most of the database's size.
-    options.setdefault("json_serializer", functools.partial(json.dumps, separators=(",", ":")))
+    # One encoder for every value: json.dumps with options would build a new one each time.
+    options.setdefault("json_serializer", json.JSONEncoder(separators=(",", ":")).encode)
     if "poolclass" not in options:  # NullPool has no wait for a pooled connection
         options.setdefault("pool_timeout", POOL_TIMEOUT_S)
     if backend == "postgresql":
