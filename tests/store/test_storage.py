@@ -224,6 +224,12 @@ def test_any_json_case_entries_round_trip(store: Store, entries: list[dict[str, 
         ({"cases": [{"query": "no id"}]}, "case without id"),
         ({"metrics": {"mrr": float("nan")}}, "NaN"),
         ({"metrics": {"when": NOW}}, "not JSON"),
+        ({"duration_s": float("inf")}, "infinite duration"),
+        ({"cases": [{"id": "a", "scores": [0.9, float("nan")]}]}, "NaN score"),
+        ({"cases": [{"id": "a", "latency_s": float("nan")}]}, "NaN latency"),
+        ({"cases": [{"id": "a", "metrics": {"rr": float("-inf")}}]}, "infinite metric"),
+        ({"cases": [{"id": "a", "vs_baseline": {"when": NOW}}]}, "case value not JSON"),
+        ({"cases": [{"id": "a", "ids": [{1, 2}]}]}, "a set among the ids"),
     ],
 )
 def test_malformed_reports_are_refused_and_store_nothing(
@@ -234,6 +240,16 @@ def test_malformed_reports_are_refused_and_store_nothing(
         store.save_run({**make_report("bad"), **change})
     assert not isinstance(raised.value, StorageUnavailable), why
     assert store.list_runs() == []
+
+
+def test_a_case_value_json_cannot_hold_is_refused_naming_its_report(store: Store) -> None:
+    """Case values are checked as their columns encode them; the error says which report."""
+    report = make_report("bad")
+    report["cases"][1]["scores"] = [0.9, float("nan")]
+    with pytest.raises(StorageError, match=r"^report 'bad' is not plain JSON \(Out of range"):
+        store.save_run(report)
+    assert store.list_runs() == []
+    assert store.get_report("bad") is None
 
 
 def test_concurrent_writers_all_succeed(store_url: str) -> None:

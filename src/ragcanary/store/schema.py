@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +62,10 @@ def _json() -> JSON:
     # Python None becomes SQL NULL rather than the JSON text 'null': smaller, and the same on read.
     return JSON(none_as_null=True)
 
+
+# What the JSON columns hold: compact (per-case ids, scores and metrics are most of a
+# database's size), and without NaN or infinity, which no JSON reader takes back.
+JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 metadata = MetaData()
 
@@ -326,12 +331,11 @@ def run_row(report: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("duration_s", "coverage"):
         if not _number_or_none(report.get(key)):
             raise ValueError(f"{where}: {key} must be a number")
+    head = {key: value for key, value in report.items() if key != "cases"}
     try:
-        json.dumps(report, allow_nan=False)
+        JSON_ENCODER.encode(head)  # the cases are checked as their columns encode them
     except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"{where} is not plain JSON ({error}); NaN and objects cannot be stored"
-        ) from None
+        raise not_plain_json(where, error) from None
     return {
         "run_id": report["run_id"],
         "suite": report["suite"],
@@ -341,12 +345,19 @@ def run_row(report: Mapping[str, Any]) -> dict[str, Any]:
         "duration_s": report.get("duration_s"),
         "outcome": report["outcome"],
         "coverage": report.get("coverage"),
-        "report": {key: value for key, value in report.items() if key != "cases"},
+        "report": head,
     }
 
 
+def not_plain_json(where: str, error: BaseException) -> ValueError:
+    """The error for a report value that JSON cannot hold: NaN, infinity, another object."""
+    return ValueError(f"{where} is not plain JSON ({error}); NaN and objects cannot be stored")
+
+
 def _number_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _name(value: Any) -> bool:
@@ -355,7 +366,8 @@ def _name(value: Any) -> bool:
 
 def _float_or_none(value: Any) -> bool:
     # Only floats: an int in a float column would come back as a float, and a big one inexact.
-    return value is None or isinstance(value, float)
+    # NaN and infinity go to the JSON column, which refuses them.
+    return value is None or (isinstance(value, float) and math.isfinite(value))
 
 
 def _text_or_none(value: Any) -> bool:
@@ -455,8 +467,17 @@ def point_row(run: Mapping[Any, Any], position: int, entry: Mapping[str, Any]) -
         "error": _text(entry.get("error")),
         "latency_s": _float(entry.get("latency_s")),
         "top_score": _float(top),
-        "ids": encode_ids(ids) if isinstance(ids, list) else None,
+        "ids": _encoded_ids(ids),
     }
+
+
+def _encoded_ids(ids: Any) -> str | None:
+    if not isinstance(ids, list):
+        return None
+    try:
+        return encode_ids(ids)
+    except (TypeError, ValueError):  # not JSON: the run's results row refuses the same list
+        return None
 
 
 def _text(value: Any) -> str | None:
@@ -464,7 +485,7 @@ def _text(value: Any) -> str | None:
 
 
 def _float(value: Any) -> float | None:
-    return value if isinstance(value, float) else None
+    return value if isinstance(value, float) and math.isfinite(value) else None
 
 
 _ID_MARK = "\x1f"  # ASCII unit separator: written before every id of a points.ids text
@@ -480,7 +501,7 @@ def encode_ids(ids: list[Any]) -> str:
     """
     if all(isinstance(i, str) and _ID_MARK not in i and _text_or_none(i) for i in ids):
         return "".join(_ID_MARK + i for i in ids)
-    return json.dumps(ids, separators=(",", ":"))
+    return JSON_ENCODER.encode(ids)
 
 
 def decode_ids(text: str) -> list[Any]:

@@ -12,7 +12,6 @@ Every SQLAlchemy and driver error is translated here; callers never see them.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.errors import RagcanaryError
 from ragcanary.store.schema import (
+    JSON_ENCODER,
     UPGRADES,
     VECTOR_KEY,
     Upgrade,
@@ -36,6 +36,7 @@ from ragcanary.store.schema import (
     decode_ids,
     latest_version,
     migrate,
+    not_plain_json,
     point_row,
     points,
     replicas,
@@ -104,9 +105,8 @@ def make_engine(url: str, **options: Any) -> Engine:
             "use sqlite:///path/to/ragcanary.db or postgresql+psycopg://user@host/db"
         )
     options.setdefault("pool_pre_ping", True)
-    # Compact JSON: per-case ids, scores and metrics are most of the database's size.
     # One encoder for every value: json.dumps with options would build a new one each time.
-    options.setdefault("json_serializer", json.JSONEncoder(separators=(",", ":")).encode)
+    options["json_serializer"] = JSON_ENCODER.encode
     if "poolclass" not in options:  # NullPool has no wait for a pooled connection
         options.setdefault("pool_timeout", POOL_TIMEOUT_S)
     if backend == "postgresql":
@@ -245,7 +245,10 @@ class Store:
                 .returning(runs.c.run_id)
             ).first()
             if added is not None and case_rows:
-                conn.execute(results.insert(), case_rows)
+                try:
+                    conn.execute(results.insert(), case_rows)
+                except (exc.StatementError, TypeError, ValueError) as error:
+                    raise _refused(row["run_id"], error) from None
                 conn.execute(points.insert(), point_rows)
             if added is not None and vector_rows:
                 conn.execute(vectors.insert(), vector_rows)
@@ -656,6 +659,17 @@ class Store:
         if isinstance(error, exc.StatementError) and not isinstance(error, exc.DBAPIError):
             reason = f"a value could not be stored ({reason})"
         return StorageError(f"the database at {self._where} refused the request: {reason}")
+
+
+def _refused(run_id: str, error: Exception) -> Exception:
+    """What a case value ``JSON_ENCODER`` refused becomes; other errors stay as they are.
+
+    Through SQLite a driver's encoding error comes wrapped, through psycopg as it was raised.
+    """
+    if isinstance(error, exc.DBAPIError):
+        return error
+    cause = error.orig if isinstance(error, exc.StatementError) else error
+    return StorageError(str(not_plain_json(f"report {run_id!r}", cause or error)))
 
 
 def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
