@@ -228,6 +228,50 @@ def test_compare_lists_parts_agree_with_each_other(before, after, k):
     assert all(delta == 1.0 for delta in result.score_deltas.values())
 
 
+scores = st.one_of(st.none(), st.floats(allow_nan=True), st.integers(-3, 3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), listed=ids, k=st.integers(1, 12), p=persistence)
+def test_compare_lists_of_an_unchanged_answer(data, listed, k, p):
+    """An answer equal to its baseline: full overlap, nothing moved, every usable delta 0.
+
+    The deltas keep their type (an int score's delta is the int 0), and a NaN or infinite
+    score is unusable however the two lists hold it.
+    """
+    values = data.draw(st.lists(scores, min_size=len(listed), max_size=len(listed)))
+    result = compare_lists(listed, values, list(listed), list(values), k=k, p=p)
+    first = {}
+    for doc, score in zip(listed, values, strict=True):
+        first.setdefault(doc, score)
+    usable = {d: s for d, s in first.items() if s is not None and math.isfinite(s)}
+    assert (result.rbo, result.jaccard) == (1.0, 1.0)
+    assert (result.entered, result.left, result.moves) == ((), (), ())
+    assert result.score_deltas == {d: s - s for d, s in usable.items()}
+    assert [type(v) for v in result.score_deltas.values()] == [type(s) for s in usable.values()]
+    top = next(iter(first), None)
+    assert result.top1_delta == (usable[top] - usable[top] if top in usable else None)
+
+
+def test_an_unchanged_answer_with_unpaired_scores_is_refused_like_any_other():
+    with pytest.raises(ValueError, match=r"^before: 2 ids but 1 scores$"):
+        compare_lists(["a", "b"], [0.5], ["a", "b"], [0.5], k=2)
+    with pytest.raises(ValueError, match="ids: 2 ids but 1 scores"):
+        align_ties(["a", "b"], [0.5], ["a", "b"], [0.5, 0.4], 0.1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.data(), listed=ids, tolerance=st.floats(0, 0.5), order=st.sampled_from(["desc", "asc"])
+)
+def test_align_ties_leaves_the_baselines_own_order_alone(data, listed, tolerance, order):
+    """Ids in the baseline's order come back as they are (deduplicated), whatever the scores."""
+    n = len(listed)
+    now = data.draw(st.lists(st.none() | st.floats(0, 1), min_size=n, max_size=n))
+    then = data.draw(st.lists(st.none() | st.floats(0, 1), min_size=n, max_size=n))
+    assert align_ties(listed, now, list(listed), then, tolerance, order) == tuple(dedupe(listed))
+
+
 BASE_IDS = ["a", "b", "c", "d"]
 BASE_SCORES = [0.80, 0.79, 0.60, 0.59]
 
