@@ -364,7 +364,9 @@ def render(result: dict[str, Any]) -> str:
             f" the ideal** ({verdict(cycle_s / one['ideal_s'], GOAL_IDEAL)}) and"
             f" **{cycle_s / fastest_s:.3f}x the fastest bare loop** ({BARE[s['fastest']]},"
             f" {verdict(cycle_s / fastest_s, GOAL_BARE)}); the whole command, start-up, config"
-            f" and evaluation included, {command_s:.3f} s."
+            f" and evaluation included, {command_s:.3f} s, of which {command_s - cycle_s:.3f} s"
+            " outside its cycle (importing, loading the config and suite, judging, writing the"
+            " report)."
         )
     first = result["runs"][0]
     what = (
