@@ -247,6 +247,8 @@ class Store:
             if added is not None and case_rows:
                 try:
                     conn.execute(results.insert(), case_rows)
+                except exc.DBAPIError:
+                    raise
                 except (exc.StatementError, TypeError, ValueError) as error:
                     raise _refused(row["run_id"], error) from None
                 conn.execute(points.insert(), point_rows)
@@ -661,13 +663,11 @@ class Store:
         return StorageError(f"the database at {self._where} refused the request: {reason}")
 
 
-def _refused(run_id: str, error: Exception) -> Exception:
-    """What a case value ``JSON_ENCODER`` refused becomes; other errors stay as they are.
+def _refused(run_id: str, error: Exception) -> StorageError:
+    """The error for a case value ``JSON_ENCODER`` refused as its column was bound.
 
-    Through SQLite a driver's encoding error comes wrapped, through psycopg as it was raised.
+    Through SQLite that error comes wrapped in a ``StatementError``, through psycopg as raised.
     """
-    if isinstance(error, exc.DBAPIError):
-        return error
     cause = error.orig if isinstance(error, exc.StatementError) else error
     return StorageError(str(not_plain_json(f"report {run_id!r}", cause or error)))
 
