@@ -185,9 +185,10 @@ def _unchanged(
     first = _ranked(ids, scores, "before")  # the name the general path's error would give
     deltas = {doc: e.score - e.score for doc, e in first.items() if e.score is not None}
     top = next(iter(first.values()), None)
+    ranked = list(first)
     return ListComparison(
-        rbo=rbo(list(first), list(first), p),
-        jaccard=jaccard(list(first), list(first), k),
+        rbo=rbo(ranked, ranked, p),
+        jaccard=jaccard(ranked, ranked, k),
         entered=(),
         left=(),
         moves=(),

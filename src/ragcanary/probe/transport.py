@@ -45,6 +45,9 @@ from httpx_aiohttp import AiohttpTransport
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 # Bodies up to this size, uncompressed and of a declared length, are read with their headers.
 EAGER_BYTES = 64 * 1024
+# JSON as httpx encodes a request's ``json=``; one encoder, as json.dumps with options builds a
+# new one every call.
+_HTTPX_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 # First match wins: subclasses before their bases (see the tree in the module docstring).
 _ERRORS: tuple[tuple[type[BaseException], type[httpx.TransportError]], ...] = (
     (aiohttp.ConnectionTimeoutError, httpx.ConnectTimeout),
@@ -276,10 +279,7 @@ class JsonPosts:
             if not self._client.cookies:
                 self._model = built
             return built
-        # As httpx encodes JSON.
-        body = json.dumps(
-            document, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode("utf-8")
+        body = _HTTPX_JSON.encode(document).encode("utf-8")
         headers = httpx.Headers(model.headers)
         headers["Content-Length"] = str(len(body))
         request = httpx.Request(
