@@ -482,8 +482,8 @@ def test_http_proxy_from_the_environment_carries_the_query(
 
 
 @pytest.fixture(scope="module")
-def https_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A retriever on 127.0.0.1 serving HTTPS with a self-signed certificate."""
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key."""
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl is not installed; it is needed to make a self-signed certificate")
@@ -499,6 +499,13 @@ def https_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         capture_output=True,
         timeout=60,
     )
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def https_url(certificate: tuple[Path, Path]) -> Iterator[str]:
+    """A retriever on 127.0.0.1 serving HTTPS with ``certificate``."""
+    cert, key = certificate
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     handler = type("Recorder", (_Recorder,), {"seen": []})
@@ -533,6 +540,35 @@ def test_https_proxy_tunnels_tls_and_the_certificate_is_still_checked(
         assert answer.ids == ("doc-1",)
     else:
         assert "certificate" in answer.error.lower()
+
+
+def test_ssl_cert_file_is_trusted_as_httpx_trusts_it(
+    client_for: Callable[[TargetConfig], httpx.AsyncClient],
+    monkeypatch: pytest.MonkeyPatch,
+    https_url: str,
+    certificate: tuple[Path, Path],
+) -> None:
+    """SSL_CERT_FILE names the certificates TLS verification trusts, as httpx reads it."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    answer = asyncio.run(_search(client_for, https_url))
+    assert answer.outcome == "ok", answer
+    assert answer.ids == ("doc-1",)
+
+
+def test_a_missing_ssl_cert_file_fails_only_the_queries_that_speak_tls(
+    monkeypatch: pytest.MonkeyPatch,
+    https_url: str,
+) -> None:
+    """The production client reads the certificates for its first HTTPS query: a bad
+    SSL_CERT_FILE fails those queries, saying what to check, and plain HTTP still answers
+    (httpx's own client refuses to be built at all)."""
+    monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent/ca.pem")
+    with RawServer(_answer) as server:
+        assert asyncio.run(_search(make_client, server.url)).outcome == "ok"
+    answer = asyncio.run(_search(make_client, https_url))
+    assert answer.outcome == "connect_error"
+    assert "cannot load the certificates TLS trusts" in answer.error
+    assert "SSL_CERT_FILE" in answer.error
 
 
 def test_a_socks_proxy_fails_each_query_with_what_to_change(

@@ -2,15 +2,18 @@
 
 httpx's own transport (httpcore) spends about three times aiohttp's CPU on each request, and
 the probe's CPU is what limits a cycle and a daemon (docs/performance.md, "Cycle time").
-``httpx_aiohttp.AiohttpTransport`` configures aiohttp's session from httpx's settings (TLS
-verification, limits, proxy); ``Transport`` sends each request on it as httpx's own transport
-would, so that nothing ``HttpTarget`` decides a query's outcome from changes:
+``Transport``, an ``httpx_aiohttp.AiohttpTransport``, configures aiohttp's session from httpx's
+settings (TLS verification, limits, proxy) and sends each request on it as httpx's own
+transport would, so that nothing ``HttpTarget`` decides a query's outcome from changes:
 
 - header names go out as written and the body as bytes (the package lower-cases names and
   streams a redirect's body chunked, even an empty GET's);
 - bodies arrive as sent (``auto_decompress=False``): ``read_capped`` inflates within its cap,
   and reads no further than it; only an uncompressed body of a declared length of at most
   ``EAGER_BYTES`` is read with its headers; no redirect is followed (``HttpTarget`` does that);
+- TLS trusts what httpx's context trusts (``SSL_CERT_FILE``, ``SSL_CERT_DIR``, else certifi's
+  bundle), loaded for the first request that speaks TLS to its target or proxy; a file that
+  cannot be loaded fails those requests with ``httpx.ConnectError``;
 - every aiohttp error is raised as the httpx exception httpx's own transport raises for the
   same failure (the package maps a refused connection and a read timeout alike to
   ``httpx.ConnectTimeout``)::
@@ -94,13 +97,44 @@ class Transport(AiohttpTransport):
     way httpx's own transport would ask: header names as written, the body as bytes, and
     aiohttp's failures raised as httpx's exceptions."""
 
+    def __init__(
+        self,
+        verify: ssl.SSLContext | str | bool,
+        cert: Any,
+        trust_env: bool,
+        limits: httpx.Limits,
+        proxy: httpx.Proxy | None = None,
+    ) -> None:
+        # Not the package's __init__: it builds the TLS context at once, loading the CA bundle
+        # (about 50 ms per client), for targets that may never speak TLS.
+        self._tls_settings = (verify, cert, trust_env)
+        self._tls: ssl.SSLContext | None = None
+        self.limits = limits
+        self.proxy = proxy
+        self.client = None
+
+    def tls_context(self) -> ssl.SSLContext:
+        """httpx's TLS context for this transport's settings, built on first use."""
+        if self._tls is None:
+            verify, cert, trust_env = self._tls_settings
+            try:
+                self._tls = httpx.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+            except OSError as exc:  # ssl.SSLError is one too
+                raise httpx.ConnectError(
+                    f"cannot load the certificates TLS trusts ({exc}); check the files that "
+                    "SSL_CERT_FILE or SSL_CERT_DIR name"
+                ) from exc
+        return self._tls
+
     def get_client(self) -> aiohttp.ClientSession:
         """The package's session, but cookies are httpx's alone to keep and send, as with
-        httpx's own transport (aiohttp's jar would send a retriever's cookies a second way)."""
+        httpx's own transport (aiohttp's jar would send a retriever's cookies a second way).
+
+        Its connections take their TLS context from each request (``handle_async_request``).
+        """
         limit = self.limits.max_connections
         connector = aiohttp.TCPConnector(
             keepalive_timeout=self.limits.keepalive_expiry,
-            ssl=self.ssl_context,
             limit=limit if limit is not None else 0,  # 0: no limit, as httpx's None
         )
         return aiohttp.ClientSession(
@@ -112,6 +146,8 @@ class Transport(AiohttpTransport):
             self.client = self.get_client()
         timeout = request.extensions.get("timeout", {})
         proxy = self.proxy
+        # aiohttp takes the TLS context of the request for the target and for its proxy.
+        tls = request.url.scheme == "https" or (proxy is not None and proxy.url.scheme == "https")
         # httpx builds a redirect's request around the previous body's stream, unread; sent as
         # a stream it would go chunked, even an empty GET's. Our bodies are small JSON.
         body = await request.aread()
@@ -127,6 +163,7 @@ class Transport(AiohttpTransport):
                 allow_redirects=False,  # HttpTarget follows them, deciding who gets headers
                 auto_decompress=False,  # read_capped inflates, within its cap
                 compress=False,
+                ssl=self.tls_context() if tls else True,
                 timeout=_timeout(timeout.get("connect"), timeout.get("read"), timeout.get("pool")),
                 server_hostname=request.extensions.get("sni_hostname"),
                 proxy=str(proxy.url) if proxy else None,
