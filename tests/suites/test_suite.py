@@ -258,6 +258,33 @@ def test_json_suite_problems_are_located(tmp_path: Path) -> None:
     assert _problems(path) == [("cases[1].relevant.x", "'high' is not a grade", 11)]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '{"cases": [\n {"id": "a", "query": "q"},\n {"id": "a", "query": "r"}\n]}',
+            ("cases[1].id", "id 'a' is used twice (lines 2 and 3)", 3),
+        ),
+        (
+            '{"cases": [\n {"id": "a",\n  "query": "q",\n  "query": "r"}\n]}',
+            ("cases[0].query", "key 'query' appears twice (lines 3 and 4)", 4),
+        ),
+        (
+            '[\n {"id": "a", "query": "q"},\n {"id": "b", "query": "q",\n  "relevant": {"x": -1}}\n]',
+            ("cases[1].relevant.x", "-1 is not a grade", 4),
+        ),
+    ],
+    ids=["duplicate id", "duplicate key", "bare list"],
+)
+def test_json_suite_problems_found_after_parsing_are_located_too(
+    tmp_path: Path, text: str, expected: tuple[str, str, int]
+) -> None:
+    """A .json suite's lines are looked up only for a problem; they are the same lines."""
+    [(path, message, line)] = _problems(write(tmp_path, text, "suite.json"))
+    assert (path, line) == (expected[0], expected[2])
+    assert message.startswith(expected[1])
+
+
 def test_unknown_extension_is_a_problem(tmp_path: Path) -> None:
     """Only .yaml, .yml, .json and .jsonl are suite files."""
     assert _problems(write(tmp_path, "cases: []", "suite.txt")) == [

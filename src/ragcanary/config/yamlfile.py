@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from ragcanary.errors import ConfigError, Problem
 
 NodePath = tuple[str | int, ...]
 LineMap = dict[NodePath, int]
+Lines = Mapping[NodePath, int]  # a LineMap, or lines found only when first asked for
 
 # DESIGN.md "Limits on what comes in": config and suite files are at most 10 MB each.
 MAX_FILE_BYTES = 10_000_000
@@ -21,7 +24,7 @@ ALIAS_FIX = "write the value out; aliases are not allowed"
 _ALIASES_SHOWN = 10  # a file full of aliases is reported by its first few, not line by line
 
 
-def load_yaml(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, LineMap]:
+def load_yaml(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, Lines]:
     """Parse ``text`` like ``yaml.safe_load`` and map every key path to its 1-based line.
 
     A mapping key's path maps to the key's line, a sequence item's path to the item's
@@ -42,30 +45,70 @@ def load_yaml(text: str, file: str, problems: list[Problem] | None = None) -> tu
     return data, _report(duplicates, problems, lines)
 
 
-def load_json(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, LineMap]:
+def load_json(text: str, file: str, problems: list[Problem] | None = None) -> tuple[Any, Lines]:
     """Parse ``text`` as JSON and map every key path to its line, like ``load_yaml``.
 
     The values come from ``json`` itself: YAML 1.1 reads ``1e5`` as a string and does
     not join ``\\ud83d\\ude00`` surrogate pairs, so JSON-as-YAML only supplies the lines.
+    That takes ten times as long as the JSON itself, so a file without duplicated keys gets
+    its lines only when a problem asks for one.
     """
+    duplicated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal duplicated
+        mapping = dict(items)
+        duplicated = duplicated or len(mapping) < len(items)
+        return mapping
+
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             [Problem(file, "", f"not valid JSON: {exc.msg}", _JSON_FIX, exc.lineno)]
         ) from exc
     except RecursionError as exc:
         raise ConfigError([_too_deep(file)]) from exc
+    if not duplicated:
+        return data, LazyLines(lambda: _json_lines(text, file)[0])
+    lines, duplicates = _json_lines(text, file)
+    return data, _report(duplicates, problems, lines)
+
+
+def _json_lines(text: str, file: str) -> tuple[LineMap, list[Problem]]:
+    """The lines of JSON ``text``, read as YAML, and its duplicated keys."""
     try:
         # Outside strings a tab is only whitespace in JSON, but YAML refuses it as indentation.
         _, lines, duplicates = _load(text.replace("\t", " "), file)
     except (yaml.YAMLError, RecursionError, _AliasesFound):
-        return data, {}  # valid JSON that YAML cannot read: correct data, lines unknown
+        return {}, []  # valid JSON that YAML cannot read: correct data, lines unknown
     lines = {tuple(_join_surrogates(part) for part in path): n for path, n in lines.items()}
-    return data, _report(duplicates, problems, lines)
+    return lines, duplicates
 
 
-def _report(duplicates: list[Problem], problems: list[Problem] | None, lines: LineMap) -> LineMap:
+class LazyLines(Mapping[NodePath, int]):
+    """The line map ``find`` returns, found when it is first asked for."""
+
+    def __init__(self, find: Callable[[], Lines]) -> None:
+        self._find: Callable[[], Lines] | None = find
+        self._lines: Lines = {}
+
+    def _found(self) -> Lines:
+        if self._find is not None:
+            self._lines, self._find = self._find(), None
+        return self._lines
+
+    def __getitem__(self, path: NodePath) -> int:
+        return self._found()[path]
+
+    def __iter__(self) -> Iterator[NodePath]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+
+def _report(duplicates: list[Problem], problems: list[Problem] | None, lines: Lines) -> Lines:
     """Hand duplicate keys to the caller's ``problems``, or raise them when it has none."""
     if duplicates and problems is None:
         raise ConfigError(duplicates)
@@ -121,7 +164,7 @@ def _too_deep(file: str) -> Problem:
     )
 
 
-def line_of(lines: LineMap, path: NodePath) -> int | None:
+def line_of(lines: Lines, path: NodePath) -> int | None:
     """The line of ``path``, else of its nearest ancestor that has one (e.g. a missing key)."""
     for end in range(len(path), -1, -1):
         line = lines.get(path[:end])
@@ -153,7 +196,7 @@ class Document:
 
     file: str  # as the user would recognise it
     data: Any
-    lines: LineMap
+    lines: Lines
 
     def problem(self, path: NodePath, message: str, fix: str) -> Problem:
         """A ``Problem`` at ``path`` of this document, with its dotted path and line."""
@@ -196,7 +239,7 @@ class _AliasesFound(Exception):
 _FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
+def _load(text: str, file: str) -> tuple[Any, Lines, list[Problem]]:
     """Data, line map and duplicate-key problems; raises ``yaml.YAMLError`` on bad syntax.
 
     Raises ``_AliasesFound`` for a document with anchors or aliases, found from the event
@@ -214,8 +257,9 @@ def _load(text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
         return _load_with(yaml.SafeLoader, text, file)
 
 
-def _load_with(loader_class: Any, text: str, file: str) -> tuple[Any, LineMap, list[Problem]]:
-    _refuse_aliases(loader_class, text, file)
+def _load_with(loader_class: Any, text: str, file: str) -> tuple[Any, Lines, list[Problem]]:
+    if "&" in text or "*" in text:  # else there is no anchor (&a) or alias (*a) to find
+        _refuse_aliases(loader_class, text, file)
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
@@ -224,11 +268,10 @@ def _load_with(loader_class: Any, text: str, file: str) -> tuple[Any, LineMap, l
         # Duplicates are looked for before construction, which would hide them.
         duplicates = _duplicate_keys(loader, node, file)
         data = loader.construct_document(node)
-        lines: LineMap = {}
-        _record_lines(loader, node, (), lines, set())
-        return data, lines, duplicates
+        # Lines are only read for problems: found when first asked for, from the nodes.
+        return data, LazyLines(partial(_lines, loader, node)), duplicates
     finally:
-        loader.dispose()
+        loader.dispose()  # the parser's; constructing keys for _lines needs none
 
 
 def _refuse_aliases(loader_class: Any, text: str, file: str) -> None:
@@ -308,28 +351,33 @@ def _duplicate_keys(loader: Any, root: yaml.Node, file: str) -> list[Problem]:
     return sorted(problems, key=lambda p: p.line or 0)
 
 
-def _record_lines(
-    loader: Any, node: yaml.Node, path: NodePath, lines: LineMap, visited: set[int]
-) -> None:
-    lines.setdefault(path, node.start_mark.line + 1)
+def _lines(loader: Any, root: yaml.Node) -> LineMap:
+    """The line of every path in the document under ``root``: a key's own line, an item's
+    first line. Walked without recursion, as deep as the parser went."""
+    lines: LineMap = {}
+    stack: list[tuple[yaml.Node, NodePath]] = [(root, ())]
     # Documents with aliases are refused before this; the guard stays so that no shared
     # node could ever be walked twice (or forever, were one recursive).
-    if id(node) in visited:
-        return
-    visited.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        # After merges flatten a mapping, an own key follows the merged one it overrides.
-        pairs = {}
-        for key_node, value_node in node.value:
-            key = _key(loader, key_node)
-            if key is not None:
-                pairs[key] = (key_node, value_node)
-        for key, (key_node, value_node) in pairs.items():
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _record_lines(loader, value_node, (*path, key), lines, visited)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _record_lines(loader, item, (*path, index), lines, visited)
+    visited: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        lines.setdefault(path, node.start_mark.line + 1)
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            # After merges flatten a mapping, an own key follows the merged one it overrides.
+            pairs = {}
+            for key_node, value_node in node.value:
+                key = _key(loader, key_node)
+                if key is not None:
+                    pairs[key] = (key_node, value_node)
+            for key, (key_node, value_node) in pairs.items():
+                lines[(*path, key)] = key_node.start_mark.line + 1
+                stack.append((value_node, (*path, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*path, index)) for index, item in enumerate(node.value))
+    return lines
 
 
 def _syntax_problem(exc: yaml.YAMLError, text: str, file: str) -> Problem:

@@ -8,6 +8,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +17,9 @@ import yaml
 from ragcanary.config.problems import show, suggest
 from ragcanary.config.yamlfile import (
     Document,
+    LazyLines,
     LineMap,
+    Lines,
     NodePath,
     line_of,
     load_json,
@@ -152,9 +155,8 @@ def _parse(text: str, file: str, suffix: str) -> tuple[Document, list[Problem]]:
     load = load_json if suffix == ".json" else load_yaml
     data, lines = load(text, file, duplicates)
     if isinstance(data, list):  # a bare list of cases
-        lines = {("cases", *path): line for path, line in lines.items()}
         duplicates = [replace(p, path=f"cases{p.path}") for p in duplicates]
-        return Document(file, {"cases": data}, lines), duplicates
+        return Document(file, {"cases": data}, LazyLines(partial(_under_cases, lines))), duplicates
     doc = Document(file, data, lines)
     if data is None:
         return Document(file, {"cases": []}, lines), duplicates
@@ -170,6 +172,11 @@ def _parse(text: str, file: str, suffix: str) -> tuple[Document, list[Problem]]:
     if "cases" not in data:
         problems.append(doc.problem((), "no cases: field", "add cases: with a list of cases"))
     return doc, problems
+
+
+def _under_cases(lines: Lines) -> LineMap:
+    """The lines of a bare list of cases, as if it were written under ``cases:``."""
+    return {("cases", *path): line for path, line in lines.items()}
 
 
 def _parse_jsonl(text: str, file: str) -> tuple[Document, list[Problem]]:
@@ -224,16 +231,18 @@ def _read_cases(doc: Document, problems: list[Problem]) -> list[Case]:
         where: NodePath = ("cases",) if ("cases",) in doc.lines else ()
         problems.append(doc.problem(where, "the suite has no cases", fix))
     cases: list[Case] = []
-    first_line: dict[str, int | None] = {}
+    first_at: dict[str, int] = {}
     for index, item in enumerate(raw):
         at = ("cases", index)
         case_id = _as_id(item.get("id")) if isinstance(item, dict) else None
-        line = line_of(doc.lines, (*at, "id"))
-        if case_id is not None and case_id in first_line:
-            message = f"id {case_id!r} is used twice (lines {first_line[case_id]} and {line})"
+        if case_id is not None and case_id in first_at:
+            first, line = (
+                line_of(doc.lines, ("cases", i, "id")) for i in (first_at[case_id], index)
+            )
+            message = f"id {case_id!r} is used twice (lines {first} and {line})"
             problems.append(doc.problem((*at, "id"), message, "give each case a unique id"))
         elif case_id is not None:
-            first_line[case_id] = line
+            first_at[case_id] = index
         case = _case(doc, at, item, problems)
         if case is not None:
             cases.append(case)
