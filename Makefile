@@ -6,10 +6,15 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck imports unit bench clean
 
+# pip compiles what it installs, but an editable install leaves our own modules to every
+# command that imports them, which compiles them again each time where PYTHONDONTWRITEBYTECODE
+# is set (0.15 s of each `ragcanary run`): compileall writes their bytecode once. A module
+# edited since is compiled from its source, as without it.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,demo]'
+	$(BIN)/python -m compileall -q src
 	touch $(STAMP)
 
 # The servers the tests start, in a virtualenv of their own (they are not libraries ragcanary
