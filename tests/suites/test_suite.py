@@ -270,7 +270,8 @@ def test_json_suite_problems_are_located(tmp_path: Path) -> None:
             ("cases[0].query", "key 'query' appears twice (lines 3 and 4)", 4),
         ),
         (
-            '[\n {"id": "a", "query": "q"},\n {"id": "b", "query": "q",\n  "relevant": {"x": -1}}\n]',
+            '[\n {"id": "a", "query": "q"},\n'
+            ' {"id": "b", "query": "q",\n  "relevant": {"x": -1}}\n]',
             ("cases[1].relevant.x", "-1 is not a grade", 4),
         ),
     ],
