@@ -287,6 +287,18 @@ async def test_slow_drip_body_times_out_within_the_deadline():
     assert elapsed < 1.5
 
 
+async def test_the_deadline_alone_times_a_request():
+    """A request reaches the transport with no timeout of its own for a connect, a read or the
+    pool: the query's deadline covers all of them, so the transport sets no timer of its own
+    on every request and every chunk read, which would only ever fire after the deadline."""
+    handler, seen = answers(httpx.Response(200, json=hits(("a", 1.0))))
+    target, client = mock_target(handler, timeout=2.5)
+    async with client:
+        answer = await target.search("q", 10)
+    assert answer.outcome == "ok"
+    assert seen[0].extensions["timeout"] == dict.fromkeys(("connect", "read", "write", "pool"))
+
+
 # --- failures and retries -----------------------------------------------------------------------
 
 

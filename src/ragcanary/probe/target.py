@@ -387,6 +387,10 @@ class HttpTarget:
     ) -> tuple[int, bytes]:
         """``_exchange``, with the status; a status in ``accept`` is read like a 2xx answer."""
         self.last_request = (request.method, str(request.url), request.content or None)
+        # The deadline below times the whole exchange. A transport's own timeouts for the
+        # connect, each read and the pool, at the same value or rounded up (aiohttp), could
+        # only fire after it, and cost a timer set and cancelled per request and per chunk.
+        request.extensions["timeout"] = _DEADLINE_ONLY
         timeout = self._config.timeout
         hide = self._redact
         received = False
@@ -558,6 +562,9 @@ class HttpTarget:
                 "bad_response", f"{where}: score at {path!r} is {score}, not a finite number"
             )
         return doc_id, float(score)
+
+
+_DEADLINE_ONLY = httpx.Timeout(None).as_dict()
 
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
