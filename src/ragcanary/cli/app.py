@@ -1,6 +1,7 @@
 """The ``ragcanary`` command line: parse, load config, call one function, map errors to exits."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: typer reads every command's parameters on
+# every invocation, and evaluating them from strings each time cost 30 ms of each command.
 
 import asyncio
 import contextlib
