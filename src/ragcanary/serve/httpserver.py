@@ -34,7 +34,11 @@ HEADER_TIMEOUT_S = 10.0
 RESERVED_FILES = 128
 MAX_CONNECTIONS = 1000
 # The listen backlog, which is also how many sockets asyncio accepts in one go before any of
-# them reaches connection_made (and the cap): the cap leaves room for one such batch.
+# them reaches connection_made (and the cap). The cap leaves room for two such batches: one
+# being accepted while the connections dropped to make room for the one before still hold
+# their files, which are closed only on the event loop's next pass. With room for one, 1,100
+# slow clients on a busy machine ran the daemon out of files (asyncio logs every refused
+# accept with a traceback, up to a backlog of them a second).
 BACKLOG = 128
 
 
@@ -61,7 +65,7 @@ def connection_cap(limit: int = MAX_CONNECTIONS) -> int:
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return limit
-    return max(16, min(limit, soft - RESERVED_FILES - BACKLOG))
+    return max(16, min(limit, soft - RESERVED_FILES - 2 * BACKLOG))
 
 
 def guarded_protocol(
