@@ -597,8 +597,7 @@ def test_json_posts_are_the_requests_the_client_builds(headers: dict[str, str]) 
     config = _config("http://127.0.0.1:9/v1/search?tenant=a")
     client = make_client(config)
     target_headers = httpx.Headers({"Accept-Encoding": "gzip, deflate", **headers})
-    timeout = httpx.Timeout(config.timeout)
-    posts = JsonPosts(client, config.url, target_headers, timeout)
+    posts = JsonPosts(client, config.url, target_headers)
     documents = [
         {"q": "first", "k": 5},
         {"q": "naïve café — 東京", "k": 10, "filter": {"lang": ["de", "fr"]}},
@@ -606,9 +605,7 @@ def test_json_posts_are_the_requests_the_client_builds(headers: dict[str, str]) 
     ]
 
     def built(document: Any) -> tuple[Any, ...]:
-        request = client.build_request(
-            "POST", config.url, json=document, headers=target_headers, timeout=timeout
-        )
+        request = client.build_request("POST", config.url, json=document, headers=target_headers)
         return _shown(request)
 
     for document in documents:

@@ -268,7 +268,7 @@ class HttpTarget:
         # Configured headers win, compared case-insensitively like HTTP does.
         self._headers = httpx.Headers({"Accept-Encoding": _ACCEPT_ENCODING})
         self._headers.update(config.headers)
-        self._posts = JsonPosts(client, config.url, self._headers, httpx.Timeout(config.timeout))
+        self._posts = JsonPosts(client, config.url, self._headers)
         own = Redactor(_secret_values(config))
         self._redact: Callable[[str], str] = lambda text: redact(own(text))
         # Method, URL and body of the last request sent, for `validate --live` to show.
@@ -303,9 +303,7 @@ class HttpTarget:
     async def _fetch_json(self, url: str) -> Any:
         """GET ``url`` and its JSON (a preset's look-up); raises ``QueryFailed`` for every
         failure."""
-        request = self._client.build_request(
-            "GET", url, headers=self._headers, timeout=httpx.Timeout(self._config.timeout)
-        )
+        request = self._client.build_request("GET", url, headers=self._headers)
         body = await self._exchange(request)
         try:
             return json.loads(body)
@@ -463,7 +461,6 @@ class HttpTarget:
             params=fill_template(config.params, query, k, vector) or None,
             json=body,
             headers=self._headers,
-            timeout=httpx.Timeout(config.timeout),
         )
 
     async def _check_status(self, response: httpx.Response) -> None:

@@ -288,8 +288,8 @@ class Client(httpx.AsyncClient):
 class JsonPosts:
     """Requests that POST a JSON document to one URL with the same headers: a target's queries.
 
-    Each is the request ``client.build_request("POST", url, json=..., headers=...,
-    timeout=...)`` builds, header for header and byte for byte, but made from the first one
+    Each is the request ``client.build_request("POST", url, json=..., headers=...)`` builds,
+    header for header and byte for byte (its timeouts the client's), but made from the first one
     the client built, rather than merging and checking the same headers again every time (a
     fifth of the client's instructions per query, counted with callgrind). While the client
     keeps a cookie, which goes out in a header of its own, the client builds every request.
@@ -300,10 +300,9 @@ class JsonPosts:
         client: httpx.AsyncClient,
         url: str,
         headers: httpx.Headers,
-        timeout: httpx.Timeout,
     ) -> None:
         self._client = client
-        self._build: dict[str, Any] = {"headers": headers, "timeout": timeout}
+        self._headers = headers
         self._url = url
         self._model: httpx.Request | None = None
 
@@ -312,7 +311,9 @@ class JsonPosts:
         httpx raises."""
         model = self._model
         if model is None or self._client.cookies:
-            built = self._client.build_request("POST", self._url, json=document, **self._build)
+            built = self._client.build_request(
+                "POST", self._url, json=document, headers=self._headers
+            )
             if not self._client.cookies:
                 self._model = built
             return built

@@ -78,10 +78,7 @@ class CollectionTarget(HttpTarget):
         return f"{message}; set collection: to {one_of(names)}"
 
     def _post(self, url: str, body: Any) -> httpx.Request:
-        timeout = httpx.Timeout(self._config.timeout)
-        return self._client.build_request(
-            "POST", url, json=body, headers=self._headers, timeout=timeout
-        )
+        return self._client.build_request("POST", url, json=body, headers=self._headers)
 
 
 def one_of(names: Sequence[str]) -> str:

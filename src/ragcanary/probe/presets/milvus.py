@@ -66,10 +66,7 @@ class MilvusTarget(HttpTarget):
         body = {"collectionName": config.collection, **body}
         if config.database != "default_database":
             body["dbName"] = config.database
-        timeout = httpx.Timeout(config.timeout)
-        return self._client.build_request(
-            "POST", url, json=body, headers=self._headers, timeout=timeout
-        )
+        return self._client.build_request("POST", url, json=body, headers=self._headers)
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
         """``POST .../entities/query`` with ``field in [...]``, typed as the schema says."""

@@ -58,7 +58,6 @@ class PineconeTarget(HttpTarget):
             url,
             json=body,
             headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
         )
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
@@ -78,7 +77,6 @@ class PineconeTarget(HttpTarget):
             f"{self._base}/vectors/fetch",
             params=params,
             headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
         )
         _, got = await self._ask(request)
         vectors = got.get("vectors") if isinstance(got, dict) else None

@@ -63,7 +63,6 @@ class RushDBTarget(HttpTarget):
             f"{self._api}/ai/search",
             json=body,
             headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
         )
 
     async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:

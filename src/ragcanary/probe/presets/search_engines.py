@@ -57,10 +57,7 @@ class SearchEngineTarget(HttpTarget):
         return self._build("POST", self._url, self._body(query, k, vector))
 
     def _build(self, method: str, url: str, body: Any = None) -> httpx.Request:
-        timeout = httpx.Timeout(self._config.timeout)
-        return self._client.build_request(
-            method, url, json=body, headers=self._headers, timeout=timeout
-        )
+        return self._client.build_request(method, url, json=body, headers=self._headers)
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
         """``_mget`` by ``_id``, or a ``terms`` query on the keyword field of ``_source.X``."""

@@ -74,7 +74,6 @@ class VespaTarget(HttpTarget):
             self._url,
             json=body,
             headers=self._headers,
-            timeout=httpx.Timeout(config.timeout),
         )
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
@@ -92,7 +91,6 @@ class VespaTarget(HttpTarget):
                 f"{self._base}/document/v1/{path}",
                 params={"fieldSet": "[id]"},
                 headers=self._headers,
-                timeout=httpx.Timeout(self._config.timeout),
             )
             status, got = await self._ask(request, accept=(404,))
             if status == 404:

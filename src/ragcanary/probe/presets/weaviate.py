@@ -102,7 +102,6 @@ class WeaviateTarget(HttpTarget):
             f"{self._base}/v1/graphql",
             json={"query": self.graphql(query, k, vector)},
             headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
         )
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
@@ -140,7 +139,6 @@ class WeaviateTarget(HttpTarget):
             f"{self._base}/v1/graphql",
             json={"query": query},
             headers=self._headers,
-            timeout=httpx.Timeout(self._config.timeout),
         )
         return self._hits((await self._ask(request))[1])
 
