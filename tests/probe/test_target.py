@@ -225,6 +225,20 @@ async def test_malformed_answers_are_bad_response_with_a_clear_reason_and_not_re
     assert (answer.ids, len(seen)) == ((), 1)
 
 
+async def test_the_first_malformed_hit_is_named_its_id_before_its_score():
+    """The reason names the first problem in hit order, as a reader going down the list would."""
+    body = {"hits": [{"id": "a", "score": "high"}, {"score": 1}, {"id": "c", "score": None}]}
+    target, client = mock_target(answers(httpx.Response(200, json=body))[0])
+    async with client:
+        answer = await target.search("q", 10)
+    assert answer.error == "hits[0]: score at 'score' is \"high\", not a number"
+    body = {"hits": [{"id": "a", "score": 1}, {"id": 1.5, "score": "high"}]}
+    target, client = mock_target(answers(httpx.Response(200, json=body))[0])
+    async with client:
+        answer = await target.search("q", 10)
+    assert answer.error == "hits[1]: id at 'id' is 1.5, not a string or integer"
+
+
 async def test_nested_paths_name_the_hit_and_path_in_the_reason():
     """A hit without an id at a nested path names the hit index and the path."""
     body = {"data": {"matches": [{"meta": {"doc_id": "x"}}] * 3 + [{"meta": {}}]}}

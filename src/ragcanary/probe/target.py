@@ -514,16 +514,31 @@ class HttpTarget:
                     "bad_response", f"{where!r} is {_show(hits, hide)}, not a list of hits"
                 )
             # Only the top k are stored, so a malformed hit below the cut must not fail the query.
-            pairs = [self._hit(f"{where}[{i}]", hit) for i, hit in enumerate(hits[:k])]
+            top = hits[:k]
+            try:
+                ids = tuple(map(self._hit_id, top, range(len(top))))
+                if self._score is None:
+                    return ids, (None,) * len(ids)
+                return ids, tuple(map(self._hit_score, top, range(len(top))))
+            except QueryFailed:
+                # Name the first problem in hit order, a hit's id before its score.
+                for index, hit in enumerate(top):
+                    self._hit_id(hit, index)
+                    if self._score is not None:
+                        self._hit_score(hit, index)
+                raise
         except JMESPathError as exc:
             raise QueryFailed(
                 "bad_response", f"cannot apply response paths: {_first_line(exc, hide)}"
             ) from exc
-        return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
-    def _hit(self, where: str, hit: Any) -> tuple[str, float | None]:
-        hide = self._redact
+    def _hit_id(self, hit: Any, index: int) -> str:
+        """The id of the ``index``-th hit, as a string with any secret in it masked."""
         raw_id = self._id(hit)
+        if type(raw_id) is str and 0 < len(raw_id) <= MAX_ID_LENGTH:
+            return self._redact(raw_id)  # the usual case, checked in one step
+        hide = self._redact
+        where = f"{self._config.results}[{index}]"
         if raw_id is None or raw_id == "":
             raise QueryFailed("bad_response", f"{where}: no id at {self._config.id!r}")
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
@@ -540,11 +555,18 @@ class HttpTarget:
                 f"ids may have at most {MAX_ID_LENGTH}",
             )
         # A secret the target echoes back must not be stored or exported with the id.
-        doc_id = hide(doc_id)
-        if self._score is None:
-            return doc_id, None
+        return hide(doc_id)
+
+    def _hit_score(self, hit: Any, index: int) -> float:
+        """The score of the ``index``-th hit, a finite number (only called with a score path)."""
+        score_of = self._score
+        assert score_of is not None
+        score = score_of(hit)
+        if type(score) is float and math.isfinite(score):
+            return score  # the usual case, checked in one step
+        hide = self._redact
+        where = f"{self._config.results}[{index}]"
         path = self._config.score
-        score = self._score(hit)
         if score is None:
             raise QueryFailed(
                 "bad_response",
@@ -558,7 +580,7 @@ class HttpTarget:
             raise QueryFailed(
                 "bad_response", f"{where}: score at {path!r} is {score}, not a finite number"
             )
-        return doc_id, float(score)
+        return float(score)
 
 
 _DEADLINE_ONLY = httpx.Timeout(None).as_dict()
