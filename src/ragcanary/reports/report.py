@@ -17,6 +17,7 @@ from typing import Any
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
+from ragcanary.reports.indented import dumps_indented
 from ragcanary.suites.suite import Suite
 
 
@@ -196,7 +197,7 @@ def _case_entry(result: CaseResult, evaluation: Evaluation) -> dict[str, Any]:
 def dump_text(reports: Sequence[Mapping[str, Any]]) -> str:
     """One report as the contract's object, several as a JSON array of them."""
     data: Any = reports[0] if len(reports) == 1 else list(reports)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return dumps_indented(data) + "\n"
 
 
 def dump_reports(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
