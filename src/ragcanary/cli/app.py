@@ -129,14 +129,16 @@ def _write_outputs(
     junit: Path | None,
     markdown: Path | None,
 ) -> None:
-    from ragcanary.reports.junit import render_junit_many
-    from ragcanary.reports.markdown import render_markdown
-
+    # Each renderer is imported only when its file is asked for: a plain run spares the time.
     if report:
         write_output(report, "--report", lambda: dump_text(reports))
     if junit:
+        from ragcanary.reports.junit import render_junit_many
+
         write_output(junit, "--junit", lambda: render_junit_many(reports))
     if markdown:
+        from ragcanary.reports.markdown import render_markdown
+
         write_output(markdown, "--markdown", lambda: "\n\n".join(map(render_markdown, reports)))
 
 
