@@ -14,11 +14,13 @@ import contextlib
 import gzip
 import json
 import math
+import os
 import shutil
 import socket
 import ssl
 import struct
 import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -569,6 +571,70 @@ def test_a_missing_ssl_cert_file_fails_only_the_queries_that_speak_tls(
     assert answer.outcome == "connect_error"
     assert "cannot load the certificates TLS trusts" in answer.error
     assert "SSL_CERT_FILE" in answer.error
+
+
+# Run in a new process, so that ragcanary imports aiohttp there, as the CLI and daemon do.
+_FRESH_PROCESS_PROBE = """
+import asyncio, json, ssl, sys
+create, load = ssl.create_default_context, ssl.SSLContext.set_default_verify_paths
+from ragcanary.config.model import TargetConfig
+from ragcanary.probe.target import HttpTarget, make_client
+import aiohttp.connector as connector
+
+async def search():
+    config = TargetConfig(url=sys.argv[1], body={"q": "{query}"}, retries=0, timeout=5.0)
+    async with make_client(config) as client:
+        answer = await HttpTarget("t", config, client).search("q", 5)
+    return [answer.outcome, answer.error]
+
+verified, unverified = connector._SSL_CONTEXT_VERIFIED, connector._SSL_CONTEXT_UNVERIFIED
+print(json.dumps({
+    "aiohttp_default_certificates": [
+        verified.cert_store_stats()["x509"], unverified.cert_store_stats()["x509"]
+    ],
+    "aiohttp_default_verifies": verified.verify_mode == ssl.CERT_REQUIRED
+    and verified.check_hostname,
+    "ssl_restored": ssl.create_default_context is create
+    and ssl.SSLContext.set_default_verify_paths is load,
+    "search": asyncio.run(search()),
+    "default_certificates_after": ssl.create_default_context().cert_store_stats()["x509"],
+}))
+"""
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_aiohttp_loads_no_certificates_of_its_own_and_ours_still_verify(
+    https_url: str, certificate: tuple[Path, Path], trusted: bool
+) -> None:
+    """Imported by ragcanary, aiohttp's default TLS contexts load no CA file (the probe never
+    uses them, and were they used they would verify against nothing); every query still
+    verifies with httpx's trust, and the ssl module is as it was."""
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("SSL_CERT_FILE", "SSL_CERT_DIR") and "proxy" not in name.lower()
+    }
+    if trusted:
+        environment["SSL_CERT_FILE"] = str(certificate[0])
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS_PROBE, https_url],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    seen = json.loads(done.stdout)
+    assert seen["aiohttp_default_certificates"] == [0, 0]
+    assert seen["aiohttp_default_verifies"] is True
+    assert seen["ssl_restored"] is True
+    outcome, error = seen["search"]
+    if trusted:
+        assert outcome == "ok", error
+        assert seen["default_certificates_after"] == 1  # SSL_CERT_FILE, as OpenSSL reads it
+    else:
+        assert outcome == "connect_error"
+        assert "certificate verify failed" in error
 
 
 def test_a_socks_proxy_fails_each_query_with_what_to_change(

@@ -13,7 +13,8 @@ transport would, so that nothing ``HttpTarget`` decides a query's outcome from c
   ``EAGER_BYTES`` is read with its headers; no redirect is followed (``HttpTarget`` does that);
 - TLS trusts what httpx's context trusts (``SSL_CERT_FILE``, ``SSL_CERT_DIR``, else certifi's
   bundle), loaded for the first request that speaks TLS to its target or proxy; a file that
-  cannot be loaded fails those requests with ``httpx.ConnectError``;
+  cannot be loaded fails those requests with ``httpx.ConnectError``. aiohttp's own default
+  contexts are never used, so they load no CA file (``tls_defaults``);
 - every aiohttp error is raised as the httpx exception httpx's own transport raises for the
   same failure (the package maps a refused connection and a read timeout alike to
   ``httpx.ConnectTimeout``)::
@@ -40,9 +41,13 @@ import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
+
+from ragcanary.probe.tls_defaults import no_default_tls_contexts
+
+with no_default_tls_contexts():
+    import aiohttp
+    from httpx_aiohttp import AiohttpTransport
 
 # httpx's default limits, as its methods declare them; the client always passes its own.
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
