@@ -10,7 +10,8 @@ import math
 import random
 import sys
 from collections.abc import Callable, Sequence
-from operator import itemgetter
+from itertools import repeat
+from operator import itemgetter, mul, truediv
 from typing import Literal
 
 Alternative = Literal["less", "greater", "two-sided"]
@@ -25,12 +26,12 @@ _CHARS = 0x110000  # indices read as characters must be code points
 
 def _validated(values: list[float], weights: Sequence[float] | None) -> list[float]:
     """The weights of ``values`` (1.0 each by default), checked for length, sign and finiteness."""
-    w = [1.0] * len(values) if weights is None else [float(x) for x in weights]
+    w = [1.0] * len(values) if weights is None else list(map(float, weights))
     if len(w) != len(values):
         raise ValueError(f"{len(values)} deltas but {len(w)} weights")
-    if not all(math.isfinite(x) for x in values + w):
+    if not (all(map(math.isfinite, values)) and all(map(math.isfinite, w))):
         raise ValueError("deltas and weights must be finite")
-    if any(x < 0 for x in w):
+    if w and min(w) < 0:
         raise ValueError("weights must not be negative")
     return w
 
@@ -55,14 +56,14 @@ def permutation_test(
     """
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    values = [float(d) for d in deltas]
+    values = list(map(float, deltas))
     w = _validated(values, weights)
     total_weight = math.fsum(w)
     if total_weight <= 0:
         return 1.0
     # Cases with a zero delta or zero weight look the same under either sign: leaving
     # them out keeps the distribution of the mean and makes exact enumeration likelier.
-    contrib = [c for c in (v * x / total_weight for v, x in zip(values, w, strict=True)) if c]
+    contrib = list(filter(None, map(truediv, map(mul, values, w), repeat(total_weight))))
     n = len(contrib)
     if n == 0:
         return 1.0
@@ -140,10 +141,10 @@ def bootstrap_cis(
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     width = columns if columns is not None else (len(deltas[0]) if deltas else 0)
-    rows = [[float(v) for v in row] for row in deltas]
+    rows = [list(map(float, row)) for row in deltas]
     if any(len(row) != width for row in rows):
         raise ValueError(f"every row of deltas must hold {width} numbers")
-    if not all(math.isfinite(v) for row in rows for v in row):
+    if not all(all(map(math.isfinite, row)) for row in rows):
         raise ValueError("deltas and weights must be finite")
     w = _validated([0.0] * len(rows), weights)
     kept = [i for i, x in enumerate(w) if x > 0]
