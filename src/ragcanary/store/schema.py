@@ -377,6 +377,8 @@ def _text_or_none(value: Any) -> bool:
         return True
     if not isinstance(value, str) or "\x00" in value:
         return False
+    if value.isascii():  # most text; it needs no trial encoding
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -499,8 +501,11 @@ def encode_ids(ids: list[Any]) -> str:
     than decoding JSON, which matters for 8,640 points. A list the form cannot hold (an id
     with that character, or text the databases refuse, or something not an id) is JSON.
     """
-    if all(isinstance(i, str) and _ID_MARK not in i and _text_or_none(i) for i in ids):
-        return "".join(_ID_MARK + i for i in ids)
+    if all(isinstance(i, str) for i in ids):
+        text = "".join((_ID_MARK, _ID_MARK.join(ids))) if ids else ""
+        # One check of the whole text checks every id: as many marks as ids, so none holds one.
+        if text.count(_ID_MARK) == len(ids) and _text_or_none(text):
+            return text
     return JSON_ENCODER.encode(ids)
 
 
