@@ -492,3 +492,45 @@ def test_run_on_a_terminal_shows_progress_and_in_a_pipe_does_not(
     )
     assert piped.returncode == 0, piped.stderr
     assert "core → vendor" not in piped.stdout + piped.stderr
+
+
+_WATCHED_RUN = """
+import atexit, gc, json, sys
+from ragcanary.__main__ import main
+first = []
+def watch(phase, info):
+    if phase == "start" and not first:
+        first.append(sorted(m for m in ("aiohttp", "ragcanary.probe.runner") if m in sys.modules))
+gc.callbacks.append(watch)
+atexit.register(lambda: print(json.dumps({
+    "first_collection_saw": first[0] if first else None,
+    "frozen": gc.get_freeze_count(),
+    "enabled": gc.isenabled(),
+    "unfrozen": len(gc.get_objects()),
+})))
+sys.argv = ["ragcanary", *sys.argv[1:]]
+main()
+"""
+
+
+def test_no_collection_runs_until_the_command_imported_what_it_needs(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    """Start-up's objects all outlive the command: the collector waits for the work to begin,
+    and then and at exit leaves them frozen (gc.freeze) rather than visiting them again."""
+    config = _write_config(tmp_path, retriever.url)
+    done = subprocess.run(
+        [sys.executable, "-c", _WATCHED_RUN, "run", "-c", str(config), "--report", "r.json"],
+        cwd=tmp_path,
+        env={**os.environ, "VENDOR_KEY": API_KEY},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["coverage"] == 1.0
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["first_collection_saw"] in (None, ["aiohttp", "ragcanary.probe.runner"])
+    assert seen["frozen"] > 10_000
+    assert seen["enabled"] is True
+    assert seen["unfrozen"] < 100  # what the atexit hook made: the rest was frozen on exit

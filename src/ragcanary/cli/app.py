@@ -6,6 +6,7 @@
 import asyncio
 import contextlib
 import functools
+import gc
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -71,8 +72,12 @@ def _fail(exc: RagcanaryError) -> typer.Exit:
 
 
 @contextlib.contextmanager
-def _exit_on_error() -> Iterator[None]:
-    """Turn ragcanary's own errors into their message and exit code, never a traceback."""
+def _running() -> Iterator[None]:
+    """A command's work, once it imported what it needs: collect garbage again, and
+    turn ragcanary's own errors into their message and exit code, never a traceback."""
+    if not gc.isenabled():  # ragcanary.__main__ turned it off for start-up
+        gc.freeze()
+        gc.enable()
     try:
         yield
     except RagcanaryError as exc:
@@ -114,7 +119,7 @@ def run(
     """Run every canary once now and gate on it: exit 0 pass, 1 regression, 3 unavailable."""
     from ragcanary.cli.commands import run_once
 
-    with _exit_on_error():
+    with _running():
         loaded = _load(config)
         pairs = _pairs(loaded, suite, target)
         baselines = load_reports(baseline) if baseline else []
@@ -180,7 +185,7 @@ def validate(
     ] = False,
 ) -> None:
     """Check the config and every suite file; print every problem with file, path and line."""
-    with _exit_on_error():
+    with _running():
         loaded = _load(config)
     cases = sum(len(s.cases) for s in loaded.suites.values())
     typer.echo(
@@ -204,7 +209,7 @@ def compare(
     """A/B two targets on one suite; exit 1 when B is significantly worse than A."""
     from ragcanary.cli.commands import compare_targets
 
-    with _exit_on_error():
+    with _running():
         loaded = _load(config)
         for name in (target_a, target_b):
             _pairs(loaded, suite, None)
@@ -231,7 +236,7 @@ def bootstrap(
     """Draft a suite from live results, for a person to label."""
     from ragcanary.cli.commands import draft
 
-    with _exit_on_error():
+    with _running():
         loaded = _load(config)
         if target not in loaded.config.targets:
             raise UsageError(
@@ -257,7 +262,7 @@ def import_beir(
     """Write a suite file from a BEIR dataset directory (queries.jsonl, qrels/SPLIT.tsv)."""
     from ragcanary.cli.commands import import_collection
 
-    with _exit_on_error():
+    with _running():
         message = import_collection("beir", (directory,), out, split=split)
     typer.echo(message)
 
@@ -273,7 +278,7 @@ def import_trec(
     """Write a suite file from TREC qrels and topics."""
     from ragcanary.cli.commands import import_collection
 
-    with _exit_on_error():
+    with _running():
         message = import_collection("trec", (qrels, topics), out)
     typer.echo(message)
 
@@ -303,7 +308,7 @@ def demo(
     from ragcanary.cli.commands import run_demo
     from ragcanary.config.units import DURATION_HINT, parse_duration
 
-    with _exit_on_error():
+    with _running():
         try:
             seconds = parse_duration(run_for) if run_for else None
         except ValueError as exc:
@@ -323,7 +328,7 @@ def serve(
     """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
     from ragcanary.cli.commands import serve as run_daemon
 
-    with _exit_on_error():
+    with _running():
         path = config_path(config, os.environ)
         environ = dict(os.environ)
         if listen is not None:
@@ -357,7 +362,7 @@ def baseline_accept(
     """Pin a run as the baseline of a suite on a target."""
     from ragcanary.cli.commands import accept_baseline
 
-    with _exit_on_error():
+    with _running():
         loaded = _read_only(config)
         _pairs(loaded, suite, target)
         pinned = accept_baseline(loaded, suite, target, run_id)
@@ -372,7 +377,7 @@ def baseline_show(
     from ragcanary.cli.commands import print_baselines, stored_baselines
     from ragcanary.cli.remote import fetch
 
-    with _exit_on_error():
+    with _running():
         if url:
             rows = fetch(url, "/api/v1/baselines")["baselines"]
         else:
@@ -398,7 +403,7 @@ def diff(
     from ragcanary.cli.commands import print_diff, stored_diff
     from ragcanary.cli.remote import fetch
 
-    with _exit_on_error():
+    with _running():
         if url:
             params = {"suite": suite, "target": target, "from": from_run, "to": to_run}
             found = fetch(url, "/api/v1/diff", **params)
@@ -423,7 +428,7 @@ def history(
     from ragcanary.cli.commands import print_history, stored_history
     from ragcanary.cli.remote import fetch
 
-    with _exit_on_error():
+    with _running():
         if url:
             params = {"suite": suite, "case": case, "target": target, "since": since}
             rows = fetch(url, "/api/v1/history", **params)["history"]
@@ -451,7 +456,7 @@ def runs(
     from ragcanary.cli.commands import print_runs, stored_runs
     from ragcanary.cli.remote import fetch
 
-    with _exit_on_error():
+    with _running():
         if outcome is not None and outcome not in ("ok", "regression", "unavailable"):
             raise UsageError(f"--outcome {outcome}: use ok, regression or unavailable")
         if url:
@@ -479,7 +484,7 @@ def export(
     """Write a stored run as a TREC run file and its suite's labels as a TREC qrels file."""
     from ragcanary.cli.commands import export_trec
 
-    with _exit_on_error():
+    with _running():
         if format_ != "trec":
             raise UsageError(f"--format {format_}: the only format is trec")
         files = export_trec(_read_only(config), run_id)
@@ -500,7 +505,7 @@ def calibrate(
     """Run the unchanged system N times; show the noise of every signal and fitting thresholds."""
     from ragcanary.cli.commands import calibrate_noise
 
-    with _exit_on_error():
+    with _running():
         loaded = _load(config)
         _pairs(loaded, suite, target)
         asyncio.run(calibrate_noise(loaded, suite, target, runs, Console()))
@@ -525,7 +530,7 @@ def candidates_list(
     """Candidates waiting for review, the most reported first."""
     from ragcanary.cli.candidates import list_candidates, print_candidates
 
-    with _exit_on_error():
+    with _running():
         rows = list_candidates(_read_only(config), signal, since, status)
         print_candidates(rows, Console(), as_json)
 
@@ -543,7 +548,7 @@ def candidates_show(
     """A candidate, its reports, and what the live target returns for it now."""
     from ragcanary.cli.candidates import print_shown, show_candidate
 
-    with _exit_on_error():
+    with _running():
         loaded = _load(config)
         if target is not None:
             _pairs_of_target(loaded, target)
@@ -571,7 +576,7 @@ def candidates_promote(
 
     ids = [i.strip() for i in (relevant or "").split(",") if i.strip()]
     labels = [t.strip() for t in (tags or "").split(",") if t.strip()]
-    with _exit_on_error():
+    with _running():
         loaded = _read_only(config)
         case = promote(loaded, candidate, suite, ids, grade, negative, max_score, labels)
     typer.echo(
@@ -589,7 +594,7 @@ def candidates_dismiss(
     """Mark a candidate reviewed and not worth a canary."""
     from ragcanary.cli.candidates import dismiss
 
-    with _exit_on_error():
+    with _running():
         dismiss(_read_only(config), candidate, reason)
     typer.echo(f"candidate {candidate} dismissed")
 
@@ -616,4 +621,5 @@ def _main(
 
 
 def main() -> None:
+    """The typer app; the ``ragcanary`` command starts in ``ragcanary.__main__``."""
     app()
