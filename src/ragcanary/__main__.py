@@ -5,7 +5,8 @@ as long as the process, so the garbage collector's passes over them find nothing
 until a command has imported what it needs (``cli.app._running``), which then moves them out
 of the collector's sight (``gc.freeze``) for the passes of its own work; the same is done on
 the way out, as the interpreter's last pass would visit every object once more. Together they
-took about 0.2 s off the 1.8 s of a 1,000-canary ``ragcanary run`` (docs/performance.md).
+took about 0.2 s off the 1.8 s of a 1,000-canary ``ragcanary run`` (measured with
+alternated runs; the cycle section of docs/performance.md times the whole command).
 This module imports nothing else first, so that the collector is off before the CLI's imports.
 """
 
