@@ -35,8 +35,11 @@ from sqlalchemy.pool import NullPool
 
 from ragcanary.measure.metrics import aggregate, case_metrics
 from ragcanary.reports.oncall import case_history
-from ragcanary.store.schema import case_row, decode_ids, point_row, points, results, run_row, runs
-from ragcanary.store.storage import Store, history_query, make_engine
+from ragcanary.store.engine import make_engine
+from ragcanary.store.queries import history_query
+from ragcanary.store.rows import case_row, decode_ids, point_row, run_row
+from ragcanary.store.schema import points, results, runs
+from ragcanary.store.storage import Store
 from ragcanary.suites.suite import Case
 
 TITLE = "Storage: one canary's history"

@@ -53,8 +53,10 @@ from ragcanary.measure.metrics import aggregate
 from ragcanary.probe.target import make_client
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon
-from ragcanary.store.schema import baselines, candidates, run_row, runs
-from ragcanary.store.storage import Store, make_engine
+from ragcanary.store.engine import make_engine
+from ragcanary.store.rows import run_row
+from ragcanary.store.schema import baselines, candidates, runs
+from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import load_config
 
 TITLE = "Web pages"

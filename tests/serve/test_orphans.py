@@ -9,8 +9,9 @@ import pytest
 import sqlalchemy
 from daemon_harness import idle_replica
 
+from ragcanary.store.engine import make_engine
 from ragcanary.store.schema import claims
-from ragcanary.store.storage import Store, make_engine
+from ragcanary.store.storage import Store
 
 pytestmark = pytest.mark.anyio
 JOB = "core/vendor"

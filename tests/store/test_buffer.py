@@ -14,7 +14,9 @@ import sqlalchemy
 from sqlalchemy.pool import NullPool
 
 from ragcanary.store.buffer import BufferedWriter
-from ragcanary.store.storage import StorageError, Store, make_engine
+from ragcanary.store.engine import make_engine
+from ragcanary.store.errors import StorageError
+from ragcanary.store.storage import Store
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

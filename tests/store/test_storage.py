@@ -22,11 +22,14 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
-from ragcanary.store import schema
-from ragcanary.store.storage import StorageError, StorageUnavailable, Store, make_engine
+from ragcanary.store import migrations
+from ragcanary.store.engine import make_engine
+from ragcanary.store.errors import StorageError, StorageUnavailable
+from ragcanary.store.rows import decode_ids, encode_ids
+from ragcanary.store.storage import Store
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-LATEST = schema.latest_version(schema.UPGRADES)
+LATEST = migrations.latest_version(migrations.UPGRADES)
 SUMMARY_KEYS = {
     "run_id",
     "suite",
@@ -515,7 +518,7 @@ def test_case_history_gives_the_ids_back_exactly(store: Store, ids: list[Any]) -
 @given(ids=st.lists(st.text(max_size=4) | st.integers(), max_size=5))
 def test_encoded_ids_decode_to_the_same_list(ids: list[Any]) -> None:
     """decode_ids inverts encode_ids on any list of ids."""
-    assert schema.decode_ids(schema.encode_ids(ids)) == ids
+    assert decode_ids(encode_ids(ids)) == ids
 
 
 def test_case_history_keeps_every_entry_of_a_case_listed_twice(store: Store) -> None:
@@ -722,7 +725,7 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
     """Version 2 adds the points table; upgrading fills it from the results of every run."""
     reports = [evaluated_report()] + [
         make_report(f"r{i:03d}", NOW + timedelta(minutes=i), case_ids=("alpha", "neg"))
-        for i in range(schema.BACKFILL_RUNS + 1)  # more runs than one backfill batch
+        for i in range(migrations.BACKFILL_RUNS + 1)  # more runs than one backfill batch
     ]
     odd = {"id": "alpha", "ids": "a", "scores": ["high"], "outcome": 3}
     reports.append({**make_report("odd", NOW - timedelta(days=1)), "cases": [odd]})

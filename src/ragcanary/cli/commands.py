@@ -591,7 +591,8 @@ def _print_stale_labels(loaded: LoadedConfig, console: Console) -> None:
     """The stale labels the newest stored run of each pair found (a ticket, not an exit code)."""
     import sqlalchemy
 
-    from ragcanary.store.storage import StorageError, Store
+    from ragcanary.store.errors import StorageError
+    from ragcanary.store.storage import Store
 
     url = sqlalchemy.make_url(loaded.config.storage)
     if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():

@@ -27,7 +27,7 @@ from ragcanary.serve.guard import Guard
 from ragcanary.serve.intake import Refused
 from ragcanary.serve.ui.pages import add_pages
 from ragcanary.store.candidates import CandidateStore
-from ragcanary.store.storage import StorageError
+from ragcanary.store.errors import StorageError
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service

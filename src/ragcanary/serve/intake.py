@@ -23,7 +23,7 @@ import structlog
 
 from ragcanary.serve.families import CANDIDATE_SIGNALS
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
-from ragcanary.store.storage import StorageError
+from ragcanary.store.errors import StorageError
 
 log = structlog.get_logger("ragcanary")
 

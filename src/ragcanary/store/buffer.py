@@ -7,7 +7,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ragcanary.store.storage import StorageError, StorageUnavailable, Store
+from ragcanary.store.errors import StorageError, StorageUnavailable
+from ragcanary.store.storage import Store
 
 Report = dict[str, Any]
 

@@ -17,8 +17,9 @@ from typing import Any, Literal
 from sqlalchemy import TableValuedAlias, bindparam, delete, func, select, true, update
 from sqlalchemy.exc import IntegrityError
 
+from ragcanary.store.errors import StorageError
 from ragcanary.store.schema import candidates
-from ragcanary.store.storage import StorageError, Store
+from ragcanary.store.storage import Store
 
 Status = Literal["pending", "promoted", "dismissed"]
 RECENT = 5  # reports kept whole per candidate; the rest are counted only

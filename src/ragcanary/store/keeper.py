@@ -14,8 +14,9 @@ from typing import Any
 import structlog
 
 from ragcanary.store.buffer import BufferedWriter
+from ragcanary.store.errors import StorageError
 from ragcanary.store.spool import Spool
-from ragcanary.store.storage import StorageError, Store
+from ragcanary.store.storage import Store
 from ragcanary.threads import run_in
 
 log = structlog.get_logger("ragcanary")

@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ragcanary.store.schema import case_entry, results, runs
+from ragcanary.store.rows import case_entry
+from ragcanary.store.schema import results, runs
 from ragcanary.store.storage import Store
 
 

@@ -1,12 +1,7 @@
 """Runs, per-case results and pinned baselines in SQLite or PostgreSQL (SQLAlchemy Core).
 
-    RagcanaryError
-    └── StorageError               the database refused something: a malformed report, an
-        │                          unknown run, a schema newer than this ragcanary
-        └── StorageUnavailable     the database cannot be reached right now (down, locked,
-                                   gone); nothing was written, so trying again later is safe
-
-Every SQLAlchemy and driver error is translated here; callers never see them.
+Every SQLAlchemy and driver error is translated here into ``store.errors``; callers never see
+them.
 """
 
 from __future__ import annotations
@@ -19,153 +14,35 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
-import sqlalchemy
-from sqlalchemy import Connection, Engine, and_, delete, event, exc, or_, select, text, update
+from sqlalchemy import Connection, Engine, and_, delete, exc, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ragcanary.errors import RagcanaryError
-from ragcanary.store.schema import (
-    JSON_ENCODER,
-    UPGRADES,
+from ragcanary.store.claims import ClaimsMixin, taken_over
+from ragcanary.store.engine import WRITE, make_engine
+from ragcanary.store.errors import StorageError, StorageUnavailable
+from ragcanary.store.migrations import UPGRADES, Upgrade, current_version, latest_version, migrate
+from ragcanary.store.queries import aware, forget_vectors, history_query, summaries, summary
+from ragcanary.store.rows import (
     VECTOR_KEY,
-    Upgrade,
     case_entry,
     case_row,
-    claims,
-    current_version,
     decode_ids,
-    latest_version,
-    migrate,
     not_plain_json,
     point_row,
-    points,
-    replicas,
-    results,
     run_row,
-    runs,
-    schema_version,
     vector_row,
-    vectors,
 )
 from ragcanary.store.schema import baselines as baselines_table
+from ragcanary.store.schema import claims, points, results, runs, schema_version, vectors
 
 # Outcomes of runs worth keeping longer: they are what an incident review looks for.
 FAILED_OUTCOMES = ("regression", "unavailable")
-SQLITE_BUSY_TIMEOUT_MS = 10_000
-# Every PostgreSQL call has a deadline, so a database that stops answering (down, or packets
-# silently dropped) fails a call within seconds instead of holding a thread for minutes.
-POSTGRES_CONNECT_TIMEOUT_S = 5
-POSTGRES_STATEMENT_TIMEOUT_MS = 10_000
-POSTGRES_LOCK_TIMEOUT_MS = 5_000
-# A socket whose sent data stays unacknowledged this long is dead (libpq's tcp_user_timeout);
-# keepalives find a silent peer while nothing is being sent.
-POSTGRES_TCP_USER_TIMEOUT_MS = 10_000
-POSTGRES_KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 2,
-}
-POOL_TIMEOUT_S = 5  # waiting for a pooled connection
-CLAIM_LOCK_TIMEOUT_MS = 1000
-LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE for a lock_timeout
-FORGET_REPLICAS = timedelta(days=1)  # a replica not seen this long leaves the replicas table
-_WRITE = "ragcanary_write"  # execution option: this transaction will write
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
 _SQLITE_UNAVAILABLE = {3, 5, 6, 7, 8, 10, 13, 14, 15}
 
 
-class StorageError(RagcanaryError):
-    """The database refused a request; the message says what and what to do."""
-
-
-class StorageUnavailable(StorageError):
-    """The database cannot be reached right now; the request can be retried later."""
-
-
-def make_engine(url: str, **options: Any) -> Engine:
-    """An engine for ``url`` as ragcanary needs it; ``options`` go to ``sqlalchemy.create_engine``.
-
-    SQLite gets WAL (readers never block the writer), foreign keys, a busy timeout and real
-    transactions; every backend gets pre-ping, so connections dropped during an outage are
-    replaced instead of failing once more after it ends.
-    """
-    try:
-        parsed = sqlalchemy.make_url(url)
-    except exc.ArgumentError:
-        raise StorageError(
-            "the storage URL is not valid; write sqlite:///path/to/ragcanary.db "
-            "or postgresql+psycopg://user@host/db"
-        ) from None
-    backend = parsed.get_backend_name()
-    if backend not in ("sqlite", "postgresql"):
-        raise StorageError(
-            f"storage {parsed.render_as_string(hide_password=True)} is not supported; "
-            "use sqlite:///path/to/ragcanary.db or postgresql+psycopg://user@host/db"
-        )
-    options.setdefault("pool_pre_ping", True)
-    # One encoder for every value: json.dumps with options would build a new one each time.
-    options["json_serializer"] = JSON_ENCODER.encode
-    if "poolclass" not in options:  # NullPool has no wait for a pooled connection
-        options.setdefault("pool_timeout", POOL_TIMEOUT_S)
-    if backend == "postgresql":
-        connect_args = dict(options.get("connect_args", {}))
-        deadlines: dict[str, Any] = {
-            "connect_timeout": POSTGRES_CONNECT_TIMEOUT_S,
-            "tcp_user_timeout": POSTGRES_TCP_USER_TIMEOUT_MS,
-            **POSTGRES_KEEPALIVES,
-        }
-        for key, value in deadlines.items():
-            if key not in parsed.query:  # the storage URL's own settings win
-                connect_args.setdefault(key, value)
-        options["connect_args"] = connect_args
-    try:
-        engine = sqlalchemy.create_engine(parsed, **options)
-    except (exc.SQLAlchemyError, ImportError) as error:
-        where = parsed.render_as_string(hide_password=True)
-        raise StorageError(f"cannot use storage {where}: {error}") from None
-    if backend == "sqlite":
-        event.listen(engine, "connect", _sqlite_connect)
-        event.listen(engine, "begin", _sqlite_begin)
-    else:
-        event.listen(engine, "connect", _postgres_connect)
-    return engine
-
-
-def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Instants then arrive in UTC already (tzinfo datetime.UTC), which UTCDateTime passes on
-    # as they are instead of converting each one: a tenth of reading a 30-day history.
-    dbapi_connection.execute("SET TIME ZONE 'UTC'")
-    # Not through the URL's `options`: the storage URL may carry its own (a search_path).
-    dbapi_connection.execute(f"SET statement_timeout = {POSTGRES_STATEMENT_TIMEOUT_MS}")
-    dbapi_connection.execute(f"SET lock_timeout = {POSTGRES_LOCK_TIMEOUT_MS}")
-    dbapi_connection.commit()  # or the pool's rollback on return would undo the SETs
-
-
-def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # sqlite3 would only BEGIN before DML, leaving DDL and reads outside transactions;
-    # _sqlite_begin emits BEGIN itself instead.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        # With WAL, NORMAL only risks the last commits on power loss, never corruption.
-        cursor.execute("PRAGMA synchronous = NORMAL")
-    finally:
-        cursor.close()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    # A writer takes the write lock up front: a deferred transaction that read first cannot
-    # wait for the lock (SQLite returns BUSY at once), an immediate one waits busy_timeout.
-    write = conn.get_execution_options().get(_WRITE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-class Store:
+class Store(ClaimsMixin):
     """Runs (their report dicts), per-case results and pinned baselines in one database.
 
     Safe to share between threads (each call takes its own pooled connection); the daemon
@@ -235,7 +112,7 @@ class Store:
         except ValueError as error:
             raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
         with self._write() as conn:
-            if _taken_over(conn, report):
+            if taken_over(conn, report):
                 return
             insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
             added = conn.execute(
@@ -254,7 +131,7 @@ class Store:
                 conn.execute(points.insert(), point_rows)
             if added is not None and vector_rows:
                 conn.execute(vectors.insert(), vector_rows)
-                _forget_vectors(conn, row["suite"], row["target"])
+                forget_vectors(conn, row["suite"], row["target"])
 
     def get_report(self, run_id: str) -> dict[str, Any] | None:
         """The report dict saved for ``run_id``, or None.
@@ -290,7 +167,7 @@ class Store:
     ) -> list[dict[str, Any]]:
         """Summaries of the newest runs first, optionally of one suite, target, outcome, or
         started at ``since`` or later."""
-        query = _summaries().limit(max(limit, 0))
+        query = summaries().limit(max(limit, 0))
         if suite is not None:
             query = query.where(runs.c.suite == suite)
         if target is not None:
@@ -298,9 +175,9 @@ class Store:
         if outcome is not None:
             query = query.where(runs.c.outcome == outcome)
         if since is not None:
-            query = query.where(runs.c.started_at >= _aware(since, "since"))
+            query = query.where(runs.c.started_at >= aware(since, "since"))
         with self._read() as conn:
-            return [_summary(row._mapping) for row in conn.execute(query)]
+            return [summary(row._mapping) for row in conn.execute(query)]
 
     def latest_run(
         self,
@@ -311,14 +188,14 @@ class Store:
         exclude_unavailable: bool = True,
     ) -> dict[str, Any] | None:
         """The summary of the newest run of ``suite`` on ``target`` (with ``outcome``, if given)."""
-        query = _summaries().where(runs.c.suite == suite, runs.c.target == target).limit(1)
+        query = summaries().where(runs.c.suite == suite, runs.c.target == target).limit(1)
         if outcome is not None:
             query = query.where(runs.c.outcome == outcome)
         if exclude_unavailable:
             query = query.where(runs.c.outcome != "unavailable")
         with self._read() as conn:
             row = conn.execute(query).one_or_none()
-        return None if row is None else _summary(row._mapping)
+        return None if row is None else summary(row._mapping)
 
     def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` as the baseline of ``suite`` on ``target``, replacing any earlier one."""
@@ -423,106 +300,6 @@ class Store:
                 returned.setdefault(run_id, set()).update(str(i) for i in decode_ids(text))
         return returned
 
-    def heartbeat(
-        self, replica_id: str, started_at: datetime, config_hash: str, version: str
-    ) -> list[dict[str, Any]]:
-        """Say that ``replica_id`` is alive now; every replica's row (ids, seen_at, hashes).
-
-        Replicas not seen for a day are forgotten.
-        """
-        now = self._clock()
-        row = {
-            "replica_id": replica_id,
-            "started_at": started_at,
-            "seen_at": now,
-            "config_hash": config_hash,
-            "version": version,
-        }
-        with self._write() as conn:
-            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-            conn.execute(
-                insert(replicas)
-                .values(row)
-                .on_conflict_do_update(
-                    index_elements=["replica_id"],
-                    set_={"seen_at": now, "config_hash": config_hash, "version": version},
-                )
-            )
-            conn.execute(delete(replicas).where(replicas.c.seen_at < now - FORGET_REPLICAS))
-            rows = conn.execute(select(replicas).order_by(replicas.c.replica_id)).all()
-        return [dict(r._mapping) for r in rows]
-
-    def claim(self, job: str, tick: datetime, replica_id: str, run_id: str) -> bool:
-        """Take the ``tick`` of ``job`` for ``replica_id``; False when another replica has it."""
-        row = {
-            "job": job,
-            "tick": _aware(tick, "tick"),
-            "replica_id": replica_id,
-            "run_id": run_id,
-            "claimed_at": self._clock(),
-        }
-        try:
-            with self._write() as conn:
-                insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-                if conn.dialect.name == "postgresql":
-                    _wait_briefly_for_claims(conn)
-                taken = conn.execute(
-                    insert(claims)
-                    .values(row)
-                    .on_conflict_do_nothing(index_elements=["job", "tick"])
-                    .returning(claims.c.job)
-                ).first()
-        except StorageError as exc:
-            if _lock_timed_out(exc):
-                return False
-            raise
-        return taken is not None
-
-    def orphan_claims(
-        self, live: Iterable[str], since: datetime, until: datetime
-    ) -> list[tuple[str, datetime, str]]:
-        """Ticks claimed between ``since`` and ``until`` by a replica not in ``live`` whose run
-        was never stored (it died in the middle): job, tick and the dead claimant. When it was
-        claimed, not the tick, says how long ago it ran: a job fires up to an interval after
-        the grid point that names its tick (``serve.replicas``)."""
-        query = select(claims.c.job, claims.c.tick, claims.c.replica_id).where(
-            claims.c.claimed_at >= _aware(since, "since"),
-            claims.c.claimed_at <= _aware(until, "until"),
-            claims.c.replica_id.not_in(list(live)),
-            ~_CLAIMED_RUN_STORED,
-        )
-        with self._read() as conn:
-            return [(r.job, r.tick, r.replica_id) for r in conn.execute(query)]
-
-    def adopt_claim(
-        self, job: str, tick: datetime, dead: str, replica_id: str, run_id: str
-    ) -> bool:
-        """Take over ``dead``'s claim of ``tick`` to run it again; False if another did, or
-        if its run was stored after all (a replica cut off, not dead, storing it late).
-
-        The claim's row is locked first, as ``save_run`` locks it before storing a claimed
-        run: a save in progress finishes before the check for a stored run, which as a new
-        statement sees what that save committed. Checked in one statement alone, a run being
-        stored was not there yet, and the tick got a second run. A row locked by a session
-        that hangs (a replica cut off mid-save) is given up after a short wait.
-        """
-        theirs = (claims.c.job == job, claims.c.tick == _aware(tick, "tick"))
-        try:
-            with self._write() as conn:
-                if conn.dialect.name == "postgresql":
-                    _wait_briefly_for_claims(conn)
-                    conn.execute(select(claims.c.job).where(*theirs).with_for_update())
-                done = conn.execute(
-                    update(claims)
-                    .where(*theirs, claims.c.replica_id == dead, ~_CLAIMED_RUN_STORED)
-                    .values(replica_id=replica_id, run_id=run_id, claimed_at=self._clock())
-                )
-        except StorageError as exc:
-            if _lock_timed_out(exc):
-                return False
-            raise
-        return bool(done.rowcount)
-
     def latest_runs(
         self, pairs: Iterable[tuple[str, str]]
     ) -> dict[tuple[str, str], list[tuple[str, datetime]]]:
@@ -556,7 +333,7 @@ class Store:
         pinned as a baseline is never deleted. Deletes in batches so no transaction holds
         the write lock for long.
         """
-        now = _aware(now, "now")
+        now = aware(now, "now")
         failed = runs.c.outcome.in_(FAILED_OUTCOMES)
         expired = or_(
             and_(~failed, runs.c.started_at < now - keep),
@@ -629,7 +406,7 @@ class Store:
     def _write(self) -> Iterator[Connection]:
         try:
             with self._translate(), self._engine.connect() as conn:
-                conn.execution_options(**{_WRITE: True})
+                conn.execution_options(**{WRITE: True})
                 with conn.begin():
                     yield conn
         except StorageUnavailable:
@@ -685,136 +462,5 @@ def _unavailable(error: exc.SQLAlchemyError | sqlite3.Error) -> bool:
     return isinstance(error, exc.OperationalError | exc.InterfaceError)
 
 
-# Whether the run a claim names is stored: a claim without it is still to be run.
-_CLAIMED_RUN_STORED = select(runs.c.run_id).where(runs.c.run_id == claims.c.run_id).exists()
-
-
-def _wait_briefly_for_claims(conn: Connection) -> None:
-    """Wait for a claim's row lock at most ``CLAIM_LOCK_TIMEOUT_MS`` in this transaction. A row
-    another replica locked and never committed (it was cut off) stays locked until its session
-    dies: a short wait, then the claim counts as another's."""
-    conn.execute(text(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}"))
-
-
-def _lock_timed_out(exc: StorageError) -> bool:
-    """Whether ``exc`` is PostgreSQL giving up a lock wait (``lock_timeout``)."""
-    return getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None) == LOCK_NOT_AVAILABLE
-
-
-def _taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
-    """Whether the tick ``report``'s run claimed now belongs to another run.
-
-    A run made while storage was down (``claimed`` false) claims its tick here, in the
-    transaction that stores it: when another replica claimed the tick meanwhile, it is out.
-    The claim's row stays locked until the run is stored, so an adoption (``adopt_claim``)
-    waits for it and then finds the run.
-    """
-    claim = report.get("claim")
-    if not isinstance(claim, Mapping) or conn.dialect.name != "postgresql":
-        return False
-    try:
-        tick = datetime.fromisoformat(str(claim.get("tick")))
-    except ValueError:
-        return False
-    if claim.get("claimed") is False:
-        row = {
-            "job": claim.get("job"),
-            "tick": tick,
-            "replica_id": str(claim.get("replica")),
-            "run_id": report.get("run_id"),
-            "claimed_at": tick,
-        }
-        taken = conn.execute(
-            postgresql.insert(claims)
-            .values(row)
-            .on_conflict_do_nothing(index_elements=["job", "tick"])
-            .returning(claims.c.job)
-        ).first()
-        if taken is not None:
-            return False
-    owner = conn.execute(
-        select(claims.c.run_id)
-        .where(claims.c.job == claim.get("job"), claims.c.tick == tick)
-        .with_for_update()
-    ).scalar_one_or_none()
-    return owner is not None and owner != report.get("run_id")
-
-
 def _without(key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k != key}
-
-
-def _forget_vectors(conn: Connection, suite: str, target: str) -> None:
-    """Delete the pair's query vectors but the pinned baseline's and the newest run's."""
-    pair = and_(runs.c.suite == suite, runs.c.target == target)
-    with_vectors = runs.c.run_id.in_(select(vectors.c.run_id))
-    newest = (
-        select(runs.c.run_id)
-        .where(pair, with_vectors)
-        .order_by(runs.c.started_at.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    pinned = select(baselines_table.c.run_id).where(
-        baselines_table.c.suite == suite, baselines_table.c.target == target
-    )
-    stale = (
-        select(vectors.c.run_id)
-        .join(runs, runs.c.run_id == vectors.c.run_id)
-        .where(pair, vectors.c.run_id != newest, vectors.c.run_id.not_in(pinned))
-    )
-    conn.execute(delete(vectors).where(vectors.c.run_id.in_(stale)))
-
-
-def _aware(moment: datetime, name: str) -> datetime:
-    if moment.tzinfo is None:
-        raise StorageError(f"{name}={moment.isoformat()} has no timezone; pass an aware datetime")
-    return moment
-
-
-_POINT_COLUMNS = [
-    points.c[name]
-    for name in (
-        "run_id",
-        "started_at",
-        "target",
-        "run_outcome",
-        "outcome",
-        "error",
-        "latency_s",
-        "top_score",
-        "ids",
-    )
-]
-
-
-def history_query(
-    suite: str, case_id: str, target: str | None = None, since: datetime | None = None
-) -> sqlalchemy.Select[Any]:
-    """The SELECT behind ``Store.case_history``: one range of the points table's key."""
-    query = select(*_POINT_COLUMNS).where(points.c.suite == suite, points.c.case_id == case_id)
-    if target is not None:
-        query = query.where(points.c.target == target)
-    if since is not None:
-        query = query.where(points.c.started_at >= _aware(since, "since"))
-    return query.order_by(points.c.started_at, points.c.run_id, points.c.position)
-
-
-def _summaries() -> sqlalchemy.Select[Any]:
-    return select(
-        runs.c.run_id,
-        runs.c.suite,
-        runs.c.target,
-        runs.c.started_at,
-        runs.c.duration_s,
-        runs.c.outcome,
-        runs.c.coverage,
-        # The database extracts the two objects a summary shows: a report with a thousand
-        # cases is hundreds of kB that a list of fifty runs need not read or decode.
-        runs.c.report["metrics"].label("metrics"),
-        runs.c.report[("baseline", "deltas")].label("deltas"),
-    ).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
-
-
-def _summary(row: Mapping[Any, Any]) -> dict[str, Any]:
-    return dict(row)

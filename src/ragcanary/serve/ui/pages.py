@@ -23,7 +23,7 @@ from ragcanary.serve.guard import credentials_match
 from ragcanary.serve.ui import candidatespage, runpage, stalepage, views
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
-from ragcanary.store.storage import StorageError
+from ragcanary.store.errors import StorageError
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service

@@ -1,0 +1,115 @@
+"""Schema versions: the upgrades from each version to the next, and migrating a database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+
+from sqlalchemy import Connection, func, inspect, select
+
+from ragcanary.store.rows import case_entry, point_row
+from ragcanary.store.schema import (
+    candidates,
+    claims,
+    metadata,
+    points,
+    replicas,
+    results,
+    runs,
+    schema_version,
+    vectors,
+)
+
+Upgrade = Callable[[Connection], None]
+
+# UPGRADES[n] turns a version-n database into version n + 1, in place, keeping its data; the
+# tables of store.schema always describe the newest version. A change to them adds the next
+# entry here (e.g. an ALTER TABLE ... ADD COLUMN), written in DDL both SQLite and PostgreSQL
+# accept, or through SQLAlchemy like _add_points.
+
+BACKFILL_RUNS = 200  # runs whose results are read, turned into points and written at a time
+
+
+def _add_points(conn: Connection) -> None:
+    """Version 1 -> 2: the points table, filled from the results already stored.
+
+    Creates points as store.schema defines it: a later change to that table needs its own step
+    after this one, and this one must then create the version-2 table explicitly.
+    """
+    points.create(conn)
+    run_ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
+    for start in range(0, len(run_ids), BACKFILL_RUNS):
+        batch = run_ids[start : start + BACKFILL_RUNS]
+        stored = {
+            row.run_id: row._mapping
+            for row in conn.execute(select(runs).where(runs.c.run_id.in_(batch)))
+        }
+        rows = conn.execute(select(results).where(results.c.run_id.in_(batch))).all()
+        new = [
+            point_row(stored[row.run_id], row.position, case_entry(row._mapping)) for row in rows
+        ]
+        if new:
+            conn.execute(points.insert(), new)
+
+
+def _add_vectors(conn: Connection) -> None:
+    """Version 2 -> 3: the vectors table, empty (older runs were stored without vectors)."""
+    vectors.create(conn)
+
+
+def _add_replicas(conn: Connection) -> None:
+    """Version 3 -> 4: the replicas and claims tables, empty."""
+    replicas.create(conn)
+    claims.create(conn)
+
+
+def _add_candidates(conn: Connection) -> None:
+    """Version 4 -> 5: the candidates table, empty."""
+    candidates.create(conn)
+
+
+UPGRADES: Mapping[int, Upgrade] = {
+    1: _add_points,
+    2: _add_vectors,
+    3: _add_replicas,
+    4: _add_candidates,
+}
+
+
+_MIGRATE_LOCK = 0x7261_6763  # PostgreSQL advisory lock key serialising concurrent migrations
+
+
+def latest_version(upgrades: Mapping[int, Upgrade]) -> int:
+    """The version of store.schema's tables, given the upgrades that lead to them from version 1."""
+    expected = set(range(1, len(upgrades) + 1))
+    if set(upgrades) != expected:
+        raise ValueError(f"upgrades must be numbered 1..{len(upgrades)}, got {sorted(upgrades)}")
+    return len(upgrades) + 1
+
+
+def current_version(conn: Connection) -> int | None:
+    """The schema version of the database behind ``conn``, or None before it has tables."""
+    if not inspect(conn).has_table(schema_version.name):
+        return None
+    version: int | None = conn.execute(select(func.max(schema_version.c.version))).scalar()
+    return version
+
+
+def migrate(conn: Connection, upgrades: Mapping[int, Upgrade], now: datetime) -> None:
+    """Create the tables at the newest version, or upgrade older ones in place, in one transaction.
+
+    Raises ValueError when the database is newer than ``upgrades`` lead to.
+    """
+    latest = latest_version(upgrades)
+    if conn.dialect.name == "postgresql":
+        conn.execute(select(func.pg_advisory_xact_lock(_MIGRATE_LOCK)))
+    version = current_version(conn)
+    if version is None:
+        metadata.create_all(conn)
+        conn.execute(schema_version.insert().values(version=latest, applied_at=now))
+        return
+    if version > latest:
+        raise ValueError(f"schema version {version} is newer than this ragcanary knows ({latest})")
+    for step in range(version, latest):
+        upgrades[step](conn)
+        conn.execute(schema_version.insert().values(version=step + 1, applied_at=now))
