@@ -18,7 +18,7 @@ from ragcanary.probe.presets.lookup import (
     uuids,
 )
 from ragcanary.probe.presets.pinecone import PineconeTarget
-from ragcanary.probe.target import QueryFailed
+from ragcanary.probe.retries import QueryFailed
 
 pytestmark = pytest.mark.anyio
 UUID = "8d2f9a1e-2b4c-4f6e-9a0b-1c2d3e4f5a6b"

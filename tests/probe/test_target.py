@@ -19,14 +19,10 @@ from retrievers import FakeRetriever
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.errors import ConfigError
+from ragcanary.probe.retries import retry_after_seconds
 from ragcanary.probe.runner import run_suite
-from ragcanary.probe.target import (
-    HttpTarget,
-    compile_path,
-    fill_template,
-    make_client,
-    retry_after_seconds,
-)
+from ragcanary.probe.target import HttpTarget, make_client
+from ragcanary.probe.templates import compile_path, fill_template
 from ragcanary.redact import Redactor
 from ragcanary.suites.suite import Case, Suite
 

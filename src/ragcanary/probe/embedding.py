@@ -15,13 +15,9 @@ from typing import Any
 import httpx
 
 from ragcanary.config.model import EmbeddingConfig
-from ragcanary.probe.target import (
-    QueryFailed,
-    TooLarge,
-    backoff_delay,
-    http_client,
-    read_capped,
-)
+from ragcanary.probe.responses import TooLarge, read_capped
+from ragcanary.probe.retries import QueryFailed, backoff_delay
+from ragcanary.probe.target import http_client
 from ragcanary.probe.transport import close
 from ragcanary.redact import Redactor
 

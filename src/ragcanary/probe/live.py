@@ -10,7 +10,8 @@ from ragcanary.measure.results import Answer
 from ragcanary.measure.stale import StaleLabel, relevant_ids, stale_labels
 from ragcanary.probe.embedding import open_embedder
 from ragcanary.probe.presets import PresetTarget, make_target
-from ragcanary.probe.target import TRANSIENT, make_client
+from ragcanary.probe.retries import TRANSIENT
+from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
 from ragcanary.suites.loaded import LoadedConfig
 

@@ -2,7 +2,8 @@
 
 Nothing a target does escapes as an exception: every timeout, reset, HTTP error
 and malformed body becomes an ``Answer`` with a failure ``outcome`` and a short,
-redacted ``error``. httpx and jmespath errors are translated here and nowhere else.
+redacted ``error``. httpx errors are translated here and nowhere else, jmespath errors
+here and in ``probe/templates.py``.
 """
 
 from __future__ import annotations
@@ -11,44 +12,43 @@ import asyncio
 import json
 import math
 import random
-import re
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, Protocol
 
 import httpx
-import jmespath
 from jmespath.exceptions import JMESPathError
 
 from ragcanary import __version__
 from ragcanary.config.model import TargetConfig
-from ragcanary.errors import ConfigError, Problem
+from ragcanary.errors import ConfigError
 from ragcanary.measure.results import Answer, Outcome
+from ragcanary.probe.responses import (
+    ACCEPT_ENCODING,
+    describe,
+    error_snippet,
+    first_line,
+    kind,
+    preview,
+    read_capped,
+    show,
+)
+from ragcanary.probe.retries import (
+    MAX_RETRY_DELAY_S,
+    TRANSIENT,
+    QueryFailed,
+    backoff_delay,
+    retry_after_seconds,
+)
+from ragcanary.probe.templates import compile_path, describe_request, fill_template, target_problems
 from ragcanary.probe.transport import Client, JsonPosts, close
 from ragcanary.redact import Redactor
 
-BACKOFF_BASE_S = 0.2
-MAX_RETRY_DELAY_S = 30.0  # a Retry-After of an hour must not stall a canary cycle
 MAX_REDIRECTS = 5
 MAX_ID_LENGTH = 512  # longer ids are no document ids, and would bloat every stored run
-# Outcomes of a retriever that was down, slow or overloaded: retried, and "unreachable" to
-# `validate --live`. Every other failure says the request does not fit what answered.
-TRANSIENT: frozenset[Outcome] = frozenset({"timeout", "connect_error", "http_5xx", "rate_limited"})
-_PLACEHOLDER = re.compile(r"\{(query|k)\}")
-_SECONDS = re.compile(r"\d+(\.\d+)?")
-# Text is cut for a message only after secrets are hidden in this much of it: a secret cut
-# in half first would no longer be recognised, and its first half would be shown.
-_SECRET_WINDOW = 4096
-# Only what _read_decoded inflates within its cap: httpx would inflate a whole network chunk
-# at once, and 64 kB of gzip can hold 64 MB.
-_ACCEPT_ENCODING = "gzip, deflate"
-_INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # e.g. metadata.doc_id
 
 
 class Target(Protocol):
@@ -60,67 +60,6 @@ class Target(Protocol):
         """The top ``k`` for ``query`` (or its ``vector``) in the target's order; never raises
         for target failures."""
         ...
-
-
-def fill_template(template: Any, query: str, k: int, vector: Sequence[float] | None = None) -> Any:
-    """``template`` with ``{query}`` and ``{k}`` filled into every string value, recursively.
-
-    Only those two placeholders are replaced (other braces stay, unlike ``str.format``),
-    in one pass so a query containing ``{k}`` is sent literally. A value that is exactly
-    ``"{k}"`` becomes the integer ``k``, one that is exactly ``"{vector}"`` the query's
-    embedding as a list of numbers. Mapping keys are left as written.
-    """
-    if isinstance(template, str):
-        if template == "{query}":
-            return query
-        if template == "{k}":
-            return k
-        if template == "{vector}" and vector is not None:
-            return list(vector)
-        return _PLACEHOLDER.sub(lambda m: query if m.group(1) == "query" else str(k), template)
-    if isinstance(template, Mapping):
-        return {key: fill_template(value, query, k, vector) for key, value in template.items()}
-    if isinstance(template, list | tuple):
-        return [fill_template(value, query, k, vector) for value in template]
-    return template
-
-
-def retry_after_seconds(value: str, now: datetime) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or HTTP date); None if unreadable."""
-    value = value.strip()
-    if _SECONDS.fullmatch(value):
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
-
-
-def target_problems(name: str, config: TargetConfig, file: str) -> list[Problem]:
-    """Every JMESPath expression of ``config`` that does not compile, as located problems."""
-    problems = []
-    for field, expression in (
-        ("results", config.results),
-        ("id", config.id),
-        ("score", config.score),
-    ):
-        if expression is None:
-            continue
-        try:
-            jmespath.compile(expression)
-        except JMESPathError as exc:
-            problems.append(
-                Problem(
-                    file=file,
-                    path=f"targets.{name}.{field}",
-                    message=f"{expression!r} is not a JMESPath expression ({_first_line(exc)})",
-                    fix="write a path like hits, data.matches or metadata.doc_id",
-                )
-            )
-    return problems
 
 
 def make_client(config: TargetConfig) -> httpx.AsyncClient:
@@ -142,78 +81,8 @@ def http_client(verify_tls: bool, timeout: float) -> httpx.AsyncClient:
         verify=verify_tls,
         follow_redirects=False,
         timeout=timeout,
-        headers={"User-Agent": f"ragcanary/{__version__}", "Accept-Encoding": _ACCEPT_ENCODING},
+        headers={"User-Agent": f"ragcanary/{__version__}", "Accept-Encoding": ACCEPT_ENCODING},
     )
-
-
-def backoff_delay(attempt: int, jitter: float, base: float = BACKOFF_BASE_S) -> float:
-    """Seconds before retry ``attempt`` (0 first): doubling from ``base``, spread 0.5x-1.5x by
-    ``jitter`` (a number in [0, 1)), never above ``MAX_RETRY_DELAY_S``."""
-    return min(base * 2.0**attempt * (0.5 + jitter), MAX_RETRY_DELAY_S)
-
-
-def compile_path(expression: str) -> Callable[[Any], Any]:
-    """A function that applies the JMESPath ``expression`` to a parsed JSON document.
-
-    Plain dotted names (``hits``, ``metadata.doc_id``), which most targets need, are looked up
-    directly: jmespath walks its syntax tree with a new interpreter on every call, and three
-    paths per hit made it a quarter of our CPU per query. Both give the same result.
-    """
-    if not _DOTTED.fullmatch(expression):
-        return jmespath.compile(expression).search
-    names = expression.split(".")
-
-    def lookup(document: Any) -> Any:
-        for name in names:
-            # As jmespath's field: a key of an object, else null (and null stays null).
-            if not isinstance(document, dict):
-                return None
-            document = document.get(name)
-        return document
-
-    return lookup
-
-
-def describe_request(request: tuple[str, str, bytes | None] | None) -> str:
-    """``METHOD URL`` and the JSON body, a vector shortened to its first numbers and size."""
-    if request is None:
-        return "(no request was sent)"
-    method, url, body = request
-    text = f"{method} {url}"
-    if body:
-        try:
-            text += " " + json.dumps(shorten_vectors(json.loads(body)))
-        except ValueError:
-            text += f" ({len(body)} bytes)"
-    return text
-
-
-def shorten_vectors(value: object) -> object:
-    """Lists of more than eight numbers (vectors) cut to their first three and a count."""
-    if isinstance(value, list):
-        if len(value) > 8 and all(isinstance(x, int | float) for x in value):
-            return [*value[:3], f"... {len(value)} numbers"]
-        return [shorten_vectors(v) for v in value]
-    if isinstance(value, dict):
-        return {k: shorten_vectors(v) for k, v in value.items()}
-    return value
-
-
-class QueryFailed(Exception):
-    """One attempt failed; carries the outcome, a reason for people and an optional Retry-After."""
-
-    def __init__(self, outcome: Outcome, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.outcome: Outcome = outcome
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class TooLarge(QueryFailed):
-    """The answer is larger than the configured cap; nothing past the cap was read."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__("bad_response", reason)
 
 
 class HttpTarget:
@@ -266,7 +135,7 @@ class HttpTarget:
         self._id = compile_path(config.id)
         self._score = compile_path(config.score) if config.score is not None else None
         # Configured headers win, compared case-insensitively like HTTP does.
-        self._headers = httpx.Headers({"Accept-Encoding": _ACCEPT_ENCODING})
+        self._headers = httpx.Headers({"Accept-Encoding": ACCEPT_ENCODING})
         self._headers.update(config.headers)
         self._posts = JsonPosts(client, config.url, self._headers)
         own = Redactor(_secret_values(config))
@@ -331,7 +200,7 @@ class HttpTarget:
         try:
             return status, json.loads(body)
         except (ValueError, RecursionError) as exc:
-            reason = f"response is not JSON: {_preview(body, self._redact)}"
+            reason = f"response is not JSON: {preview(body, self._redact)}"
             raise QueryFailed("bad_response", reason) from exc
 
     def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
@@ -408,20 +277,18 @@ class HttpTarget:
             raise
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise QueryFailed(
-                "timeout", f"no complete answer within {timeout:g}s ({_kind(exc)})"
+                "timeout", f"no complete answer within {timeout:g}s ({kind(exc)})"
             ) from exc
         except httpx.TransportError as exc:
-            raise QueryFailed(
-                "connect_error", f"connection failed: {_describe(exc, hide)}"
-            ) from exc
+            raise QueryFailed("connect_error", f"connection failed: {describe(exc, hide)}") from exc
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL) as exc:
             raise QueryFailed(
-                "bad_response", f"unreadable response: {_describe(exc, hide)}"
+                "bad_response", f"unreadable response: {describe(exc, hide)}"
             ) from exc
         except Exception as exc:
             # A bug or an unforeseen library error must still end as an outcome, not a crash.
             outcome: Outcome = "bad_response" if received else "connect_error"
-            raise QueryFailed(outcome, f"unexpected error: {_describe(exc, hide)}") from exc
+            raise QueryFailed(outcome, f"unexpected error: {describe(exc, hide)}") from exc
         return response.status_code, body
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
@@ -479,7 +346,7 @@ class HttpTarget:
                 "bad_response", f"unexpected HTTP {code} {response.reason_phrase}".strip()
             )
         reason = f"HTTP {code} {response.reason_phrase}".strip()
-        snippet = await _error_snippet(
+        snippet = await error_snippet(
             response, self._redact, lambda error: self._error_message(code, error)
         )
         if snippet:
@@ -502,7 +369,7 @@ class HttpTarget:
             document = json.loads(body)
         except (ValueError, RecursionError) as exc:
             raise QueryFailed(
-                "bad_response", f"response is not JSON: {_preview(body, hide)}"
+                "bad_response", f"response is not JSON: {preview(body, hide)}"
             ) from exc
         where = self._config.results
         try:
@@ -511,7 +378,7 @@ class HttpTarget:
                 raise QueryFailed("bad_response", f"no list of hits at {where!r}")
             if not isinstance(hits, list):
                 raise QueryFailed(
-                    "bad_response", f"{where!r} is {_show(hits, hide)}, not a list of hits"
+                    "bad_response", f"{where!r} is {show(hits, hide)}, not a list of hits"
                 )
             # Only the top k are stored, so a malformed hit below the cut must not fail the query.
             top = hits[:k]
@@ -529,7 +396,7 @@ class HttpTarget:
                 raise
         except JMESPathError as exc:
             raise QueryFailed(
-                "bad_response", f"cannot apply response paths: {_first_line(exc, hide)}"
+                "bad_response", f"cannot apply response paths: {first_line(exc, hide)}"
             ) from exc
 
     def _hit_id(self, hit: Any, index: int) -> str:
@@ -544,7 +411,7 @@ class HttpTarget:
         if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
             raise QueryFailed(
                 "bad_response",
-                f"{where}: id at {self._config.id!r} is {_show(raw_id, hide)}, "
+                f"{where}: id at {self._config.id!r} is {show(raw_id, hide)}, "
                 "not a string or integer",
             )
         doc_id = str(raw_id)
@@ -574,7 +441,7 @@ class HttpTarget:
             )
         if isinstance(score, bool) or not isinstance(score, int | float):
             raise QueryFailed(
-                "bad_response", f"{where}: score at {path!r} is {_show(score, hide)}, not a number"
+                "bad_response", f"{where}: score at {path!r} is {show(score, hide)}, not a number"
             )
         if not math.isfinite(score):
             raise QueryFailed(
@@ -605,108 +472,3 @@ def _secret_values(config: TargetConfig) -> list[str]:
     if password:
         secrets.append(password)
     return secrets
-
-
-async def read_capped(response: httpx.Response, limit: int) -> bytes:
-    """The decoded body, refusing (and no longer reading) anything above ``limit`` bytes."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise TooLarge(f"response larger than {limit} bytes (Content-Length {declared})")
-    body, whole = await _read_decoded(response, limit)
-    if not whole:
-        raise TooLarge(f"response larger than {limit} bytes")
-    return body
-
-
-async def _read_decoded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the decoded body, and whether that is all of it.
-
-    The body is inflated here rather than by httpx, never more than one byte past ``limit``,
-    so a small compressed body cannot expand to gigabytes in memory.
-    """
-    if response.is_stream_consumed:
-        # A transport that read the body already (httpx.MockTransport): it is decoded and held.
-        held = response.content
-        return held[:limit], len(held) <= limit
-    encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    inflater = None
-    if encoding not in ("", "identity"):
-        if encoding not in _INFLATE_WBITS:
-            raise QueryFailed("bad_response", f"unsupported Content-Encoding {encoding[:40]!r}")
-        # deflate: wbits 0 takes the window size from the zlib header.
-        inflater = zlib.decompressobj(_INFLATE_WBITS[encoding])
-    body = bytearray()
-    # The body's stream itself: aiter_raw's layers over it (a chunker, a context, a byte count)
-    # took 2% of our CPU per query, and the caller closes the response.
-    stream = response.stream
-    chunks = stream if isinstance(stream, httpx.AsyncByteStream) else response.aiter_raw()
-    async for chunk in chunks:
-        room = limit + 1 - len(body)
-        try:
-            body += inflater.decompress(chunk, room) if inflater is not None else chunk[:room]
-        except zlib.error as exc:
-            raise QueryFailed(
-                "bad_response", f"cannot decompress the {encoding} body: {exc}"
-            ) from exc
-        if len(body) > limit:
-            return bytes(body[:limit]), False
-    return bytes(body), True
-
-
-async def _error_snippet(
-    response: httpx.Response,
-    hide: Callable[[str], str],
-    read: Callable[[Any], str | None] = lambda error: None,
-) -> str:
-    """The start of an error body, one line, so a 400 can say which field the target disliked.
-
-    ``read`` may find the message in a JSON body; then that is shown, at greater length.
-    """
-    try:
-        head, _ = await _read_decoded(response, _SECRET_WINDOW)
-    except QueryFailed:
-        return ""
-    try:
-        message = read(json.loads(head))
-    except (ValueError, RecursionError):
-        message = None
-    if message:
-        return _excerpt(" ".join(message.split()), 300, hide)
-    text = " ".join(head.decode("utf-8", "replace").split())
-    if text.startswith("<"):
-        return "(an HTML page)"
-    return _excerpt(text, 120, hide)
-
-
-def _preview(body: bytes, hide: Callable[[str], str]) -> str:
-    text = " ".join(body[:_SECRET_WINDOW].decode("utf-8", "replace").split())
-    if not text:
-        return "the body is empty"
-    if text.startswith("<"):
-        return f"it looks like HTML ({_excerpt(text, 40, hide)!r})"
-    return f"it starts with {_excerpt(text, 40, hide)!r}"
-
-
-def _show(value: Any, hide: Callable[[str], str]) -> str:
-    """A short JSON rendering of a value for an error message."""
-    return _excerpt(json.dumps(value, ensure_ascii=False, default=str), 40, hide)
-
-
-def _excerpt(text: str, limit: int, hide: Callable[[str], str]) -> str:
-    """At most ``limit`` characters of ``text``, secrets hidden before it is cut."""
-    shown = hide(text[: limit + _SECRET_WINDOW])
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
-
-
-def _kind(exc: BaseException) -> str:
-    return "overall deadline" if isinstance(exc, TimeoutError) else type(exc).__name__
-
-
-def _describe(exc: BaseException, hide: Callable[[str], str]) -> str:
-    text = _first_line(exc, hide)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _first_line(exc: BaseException, hide: Callable[[str], str] = str) -> str:
-    lines = str(exc).strip().splitlines()
-    return _excerpt(lines[0], 200, hide) if lines else ""

@@ -22,7 +22,7 @@ from ragcanary.probe.presets.lookup import (
     missing_in_batches,
     scalar,
 )
-from ragcanary.probe.target import QueryFailed
+from ragcanary.probe.retries import QueryFailed
 
 
 class ChromaTarget(CollectionTarget):

@@ -10,7 +10,8 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 # Names of existing collections a "not found" message lists at most.
 SHOWN_COLLECTIONS = 20

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
-from ragcanary.probe.target import QueryFailed
+from ragcanary.probe.retries import QueryFailed
 
 BATCH = 100  # ids per lookup request
 PAGE = 1000  # matches per page of a filter on a payload field

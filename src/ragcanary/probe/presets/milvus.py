@@ -25,7 +25,8 @@ from ragcanary.probe.presets.lookup import (
     missing_in_batches,
     scalar,
 )
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 INTEGER_TYPES = ("Int8", "Int16", "Int32", "Int64")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a field name Milvus allows

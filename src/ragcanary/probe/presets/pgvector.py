@@ -33,13 +33,9 @@ from ragcanary.probe.presets.pgvector_errors import (
     parsed,
     passwords,
 )
-from ragcanary.probe.target import (
-    MAX_ID_LENGTH,
-    TRANSIENT,
-    QueryFailed,
-    backoff_delay,
-    shorten_vectors,
-)
+from ragcanary.probe.retries import TRANSIENT, QueryFailed, backoff_delay
+from ragcanary.probe.target import MAX_ID_LENGTH
+from ragcanary.probe.templates import shorten_vectors
 from ragcanary.redact import Redactor
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]

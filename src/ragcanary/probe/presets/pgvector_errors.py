@@ -16,7 +16,7 @@ import sqlalchemy
 from sqlalchemy import exc as sa_exc
 
 from ragcanary.config.model import TargetConfig
-from ragcanary.probe.target import QueryFailed
+from ragcanary.probe.retries import QueryFailed
 
 SHOWN_NAMES = 20  # tables or columns a "not found" lists at most
 # SQLSTATEs of a server that is going away or overloaded: try again later.

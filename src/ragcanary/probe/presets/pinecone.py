@@ -18,7 +18,8 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.probe.presets.lookup import missing_in_batches
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 API_VERSION = "2025-04"
 

@@ -25,7 +25,7 @@ from ragcanary.probe.presets.lookup import (
     scalar,
     uuids,
 )
-from ragcanary.probe.target import QueryFailed
+from ragcanary.probe.retries import QueryFailed
 
 DISTANCE_SCORE_ORDER = {"Cosine": "desc", "Dot": "desc", "Euclid": "asc", "Manhattan": "asc"}
 

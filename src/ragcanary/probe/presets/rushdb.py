@@ -17,7 +17,8 @@ import httpx
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.collection import one_of
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
 

@@ -16,7 +16,8 @@ import httpx
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.lookup import PAGE, held_by_filter, missing_in_batches, scalar
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 # kNN candidates per shard: ten times k, as the engines' guides suggest, within their limit.
 CANDIDATES_PER_K = 10

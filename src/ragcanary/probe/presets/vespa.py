@@ -19,7 +19,8 @@ import httpx
 
 from ragcanary.config.model import TargetConfig
 from ragcanary.measure.results import Answer, Outcome
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 # Vespa's error codes (com.yahoo.container.protect.Error) that retrying may cure: no
 # backends in service, backend communication error, timeout. Others are the query's fault.

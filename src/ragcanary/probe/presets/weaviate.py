@@ -28,7 +28,8 @@ from ragcanary.probe.presets.lookup import (
     scalar,
     uuids,
 )
-from ragcanary.probe.target import HttpTarget, QueryFailed
+from ragcanary.probe.retries import QueryFailed
+from ragcanary.probe.target import HttpTarget
 
 ADDITIONAL = "_additional { id distance score }"
 # A vector written into a query: more than eight numbers in a GraphQL list.
