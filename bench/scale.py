@@ -807,7 +807,7 @@ def _meaning(result: dict[str, Any]) -> str:
         " instead, it took 25 to 60 ms while runs were ending, and jobs whose first runs all"
         " fell in the first 30 s of the minute probed in bursts that kept the loop busy for"
         " half of every minute (scrapes at a median of 73 to 154 ms, measured 2026-11-26 over"
-        " 300 runs); first runs now lie evenly over the interval (`serve/daemon.py`,"
+        " 300 runs); first runs now lie evenly over the interval (`serve/jobs.py`,"
         " `MAX_START_JITTER_S`). The garbage collector ran"
         f" {gc_s:.1f} s in all (timed by its callbacks, so waits for the interpreter count):"
         f" {collected['0']['count']} young collections finding {collected['0']['collected']:,}"

@@ -7,9 +7,7 @@ import contextlib
 import os
 import random
 import signal
-import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,30 +26,21 @@ from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
-from ragcanary.reports.report import failure_kinds
-from ragcanary.serve.config_export import (
-    config_hash,
-    interval_seconds,
-    suite_pairs,
-    ui_base_url,
-)
+from ragcanary.serve.apiserver import api_server
+from ragcanary.serve.background import flush_intake, keep_intake, keep_storing
+from ragcanary.serve.claims import Claim, adopt_tick, claim_tick, orphan_window
+from ragcanary.serve.config_export import config_hash, suite_pairs, ui_base_url
 from ragcanary.serve.connections import Connections
 from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
 from ragcanary.serve.index_checks import IndexChecks
-from ragcanary.serve.intake import DEFAULT_REDACTIONS, Intake, IntakeSettings, Recount
+from ragcanary.serve.intake import Intake, intake_settings
 from ragcanary.serve.jobs import JobKey, Jobs, job_triggers
 from ragcanary.serve.judging import Judge
 from ragcanary.serve.live_search import OnAnswer, search_now
-from ragcanary.serve.reloading import Changes, ReloadResult, compare, job_id
-from ragcanary.serve.replicas import (
-    DEAD_AFTER_S,
-    EPOCH,
-    HEARTBEAT_S,
-    Replicas,
-    takeover_s,
-    tick_of,
-)
+from ragcanary.serve.reloading import Changes, ReloadResult, compare
+from ragcanary.serve.replicas import HEARTBEAT_S, Replicas
+from ragcanary.serve.runlog import log_run
+from ragcanary.serve.shown_runs import ShownRuns
 from ragcanary.serve.stale_check import StaleLabels
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.keeper import RunKeeper
@@ -62,44 +51,7 @@ from ragcanary.suites.loaded import LoadedConfig, load_config
 
 log = structlog.get_logger("ragcanary")
 
-KEEP_ALIVE_S = 15  # idle keep-alive connections (a scraper reuses its own every scrape)
-# Buffered runs are retried after this, doubling while storage refuses them, up to the max.
-STORAGE_RETRY_S = 1.0
-STORAGE_RETRY_MAX_S = 10.0
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
-ORPHAN_SLACK_S = 30.0  # how long past the longest interval a dead replica's claim is re-run
-INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
-PENDING_AFTER_CHANGE_S = 1.0  # while batches are stored, the pending gauge is read this often
-PENDING_REFRESH_S = 15.0  # and at least this often (a review closes candidates elsewhere)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A tick of a job this replica claimed, and the run id it runs it as."""
-
-    job: str
-    tick: datetime
-    run_id: str
-    claimed: bool = True  # False: run while storage was down, claimed when it is stored
-
-
-def intake_settings(loaded: LoadedConfig) -> IntakeSettings:
-    """The failure reports' bounds and redactions, from the config's ``candidates:``."""
-    config = loaded.config.candidates
-    redactions = (
-        DEFAULT_REDACTIONS
-        if config.redact is None
-        else tuple((r.pattern, r.replace) for r in config.redact)
-    )
-    return IntakeSettings(config.max_pending, config.rate_limit, config.burst, redactions)
-
-
-class _ApiServer(uvicorn.Server):
-    """uvicorn without its own signal handlers: the daemon owns SIGTERM, SIGINT and SIGHUP."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class Daemon:
@@ -146,8 +98,7 @@ class Daemon:
             on_dropped=self.exporter.count_dropped_candidates,
         )
         self._intake_task: asyncio.Task[None] | None = None
-        self._shown: dict[tuple[str, str], datetime] = {}  # pair -> start of the run shown
-        self._shown_all = False  # every configured pair's newest run read since start or reload
+        self.shown = ShownRuns(self.keeper, self.exporter)
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
@@ -187,8 +138,12 @@ class Daemon:
         self.keeper.replay_spool()
         await self.keeper.ensure_schema()
         self.exporter.set_buffered_runs(self.keeper.pending)
-        self._storage_task = asyncio.get_running_loop().create_task(self._keep_storing())
-        self._intake_task = asyncio.get_running_loop().create_task(self._keep_intake())
+        self._storage_task = asyncio.get_running_loop().create_task(
+            keep_storing(self.keeper, self.exporter)
+        )
+        self._intake_task = asyncio.get_running_loop().create_task(
+            keep_intake(self.intake, self.keeper, self.exporter)
+        )
         if self.replicas is not None:
             await self.replicas.beat()
             self._replica_task = asyncio.get_running_loop().create_task(self._keep_in_touch())
@@ -231,7 +186,7 @@ class Daemon:
             if background is not None:
                 background.cancel()
                 await asyncio.wait([background], timeout=1)
-        await self._flush_intake()
+        await flush_intake(self.intake)
         if self.server is not None:
             self.server.should_exit = True
             if self._server_task is not None:
@@ -241,35 +196,6 @@ class Daemon:
         if self._lock is not None:
             self._lock.release()
         log.info("stopped")
-
-    async def _keep_storing(self) -> None:
-        """Write buffered runs as soon as storage takes writes again, backing off while it won't."""
-        delay = STORAGE_RETRY_S
-        while True:
-            await asyncio.sleep(delay)
-            stored = await self.keeper.retry()
-            self.exporter.set_buffered_runs(self.keeper.pending)
-            delay = STORAGE_RETRY_S if stored else min(delay * 2, STORAGE_RETRY_MAX_S)
-
-    async def _keep_intake(self) -> None:
-        """Write the queued failure reports in batches; refresh the pending gauge now and then."""
-        loop = asyncio.get_running_loop()
-        recount = Recount(PENDING_AFTER_CHANGE_S, PENDING_REFRESH_S)
-        while True:
-            await asyncio.sleep(INTAKE_FLUSH_S)
-            if await self.intake.flush() is not None:
-                recount.stored()
-            started = loop.time()
-            if recount.due(started):
-                pending = await self.keeper.call(self.intake.store.pending_by_signal)
-                if pending is not None:
-                    self.exporter.set_candidates_pending(pending)
-                recount.counted(started, ok=pending is not None)
-
-    async def _flush_intake(self) -> None:
-        """At shutdown: write what waits, or say how many reports are lost."""
-        if self.intake.queued and await self.intake.flush() is None and self.intake.queued:
-            log.warning("failure reports not stored at shutdown", reports=self.intake.queued)
 
     async def _keep_in_touch(self) -> None:
         """A replica's background: its heartbeat, the runs the other replicas stored, and
@@ -285,23 +211,14 @@ class Daemon:
         """Run again, now, the ticks a dead replica claimed and never stored a run for, so a
         job waits no longer than its interval and a heartbeat timeout after a SIGKILL."""
         assert self.replicas is not None
-        now = datetime.now(UTC)
-        longest = max(
-            (interval_seconds(s, now) for s in self.loaded.config.suites.values()), default=0
-        )
-        since = now - timedelta(seconds=longest + ORPHAN_SLACK_S)
-        until = now - timedelta(seconds=DEAD_AFTER_S)
+        since, until = orphan_window(self.loaded)
         orphans = await self.keeper.call(self.store.orphan_claims, self.replicas.live, since, until)
         for job, tick, dead in orphans or ():
             key = JobKey.of(job)
             if key.suite not in self.loaded.config.suites or key.id in self._running:
                 continue
-            claim = Claim(job, tick, uuid.uuid4().hex)
-            adopt = self.store.adopt_claim
-            taken = await self.keeper.call(
-                adopt, job, tick, dead, self.replicas.replica_id, claim.run_id
-            )
-            if taken:
+            claim = await adopt_tick(self.replicas, self.keeper, job, tick, dead)
+            if claim is not None:
                 log.warning(
                     "re-running a tick of a replica that died in the middle",
                     suite=key.suite,
@@ -321,28 +238,9 @@ class Daemon:
             self._running.pop(key.id, None)
 
     async def show_others_runs(self) -> None:
-        """Export the newest run of every pair, whichever replica ran it: gauges only, since
-        counters stay each replica's own (rules sum them).
-
-        A replica alone reads them once after its start or a reload: then it runs every job
-        itself. Reading them at every heartbeat (a query or two per pair) held up the event
-        loop, and so the scrapes, of a daemon of 200 pairs (docs/performance.md).
-        """
+        """Export the newest run of every pair, whichever replica ran it (``ShownRuns``)."""
         assert self.replicas is not None
-        if self._shown_all and len(self.replicas.live) == 1:
-            return
-        pairs = [(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
-        latest = await self.keeper.call(self.store.latest_runs, pairs)
-        self._shown_all = latest is not None
-        for pair, runs in (latest or {}).items():
-            for run_id, started_at in reversed(runs):  # the answered run first, then the newest
-                shown = self._shown.get(pair)
-                if shown is not None and started_at <= shown:
-                    continue
-                report = await self.keeper.call(self.store.get_report, run_id)
-                if report is not None:
-                    self.exporter.observe_run(report, counted=False)
-                    self._shown[pair] = started_at
+        await self.shown.show_others(self.loaded, self.replicas)
 
     def request_stop(self, reason: str = "signal") -> None:
         if self._stop.is_set():
@@ -372,19 +270,7 @@ class Daemon:
     async def _start_server(self) -> None:
         from ragcanary.serve.api import create_app
 
-        host, _, port = self.loaded.config.listen.rpartition(":")
-        config = uvicorn.Config(
-            create_app(self),
-            host=host.strip("[]") or "127.0.0.1",
-            port=int(port),
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            http=guarded_protocol(),
-            backlog=BACKLOG,
-            timeout_keep_alive=KEEP_ALIVE_S,
-        )
-        self.server = _ApiServer(config)
+        self.server = api_server(create_app(self), self.loaded.config.listen)
         self._server_task: asyncio.Task[None] | None = asyncio.create_task(self.server.serve())
         while not self.server.started:
             if self._server_task.done():
@@ -458,7 +344,7 @@ class Daemon:
             self.replicas.config_hash = config_hash(loaded)  # what the heartbeat tells the others
         self.connections.keep_gates(self.loaded.config.targets, loaded.config.targets)
         self.loaded = loaded
-        self._shown_all = False  # pairs it adds may have runs stored before
+        self.shown.all_read = False  # pairs it adds may have runs stored before
         self.redactor.update(loaded.secrets)
         runs = [t for t in self._running.values() if not t.done()]
         self.connections.retire((*changes.targets.changed, *changes.targets.removed), runs)
@@ -501,31 +387,12 @@ class Daemon:
             self._running.pop(key.id, None)
 
     async def _claim(self, key: JobKey) -> Claim | None:
-        """The current tick of ``key`` and the run id this replica runs it as, or None when
-        another replica took it (this one waits its turn first; ``ragcanary.serve.replicas``).
-        """
+        """This replica's claim on the current tick of ``key`` (``serve.claims.claim_tick``)."""
         assert self.replicas is not None
         trigger = self.jobs.trigger(key)
-        suite = self.loaded.config.suites.get(key.suite)
-        if trigger is None or suite is None:
-            return None
-        tick = tick_of(key.id, trigger, datetime.now(UTC))
-        jobs = [job_id(s, t) for s, cfg in self.loaded.config.suites.items() for t in cfg.targets]
-        turn = self.replicas.turn(key.id, jobs)
-        if turn:
-            every = suite.every or interval_seconds(suite, tick)
-            await asyncio.sleep(turn * takeover_s(every, len(self.replicas.live)))
-            if self._stopping:
-                return None  # a stopping replica leaves the tick to the others
-        claim = Claim(key.id, tick, uuid.uuid4().hex)
-        if await self.replicas.claim(key.id, tick, claim.run_id):
-            return claim
-        if self.keeper.down and turn == 0:
-            # Storage is out of reach: the first in the job's order runs the tick anyway and
-            # claims it when its run is stored, so a database outage does not stop the
-            # schedule; a run whose tick another replica claimed meanwhile is not stored.
-            return replace(claim, claimed=False)
-        return None
+        return await claim_tick(
+            self.replicas, self.keeper, self.loaded, key, trigger, lambda: self._stopping
+        )
 
     async def run_now(self, key: JobKey, *, claim: Claim | None = None) -> dict[str, Any]:
         """One cycle of ``key``: run, judge against its baseline, export, store, log.
@@ -560,7 +427,7 @@ class Daemon:
                 self.loaded, pair, evaluation.run, baseline
             )
         self.exporter.observe_run(report)
-        self._shown[pair] = max(evaluation.run.started_at, self._shown.get(pair, EPOCH))
+        self.shown.ran(pair, evaluation.run.started_at)
         saved = await self.keeper.save(report)
         self.exporter.set_buffered_runs(self.keeper.pending)
         if saved and suite_cfg.baseline == "pinned":
@@ -606,35 +473,3 @@ class Daemon:
 
     def _client(self, target: str) -> httpx.AsyncClient:
         return self.connections.client(target, self.loaded.config.targets[target])
-
-
-def log_run(report: Mapping[str, Any]) -> None:
-    """One summary line per run, and a warning with the reasons when queries failed."""
-    metrics = report["metrics"]
-    key_metrics = {
-        m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
-    }
-    baseline = report.get("baseline") or {}
-    regression = report["outcome"] == "regression"
-    (log.warning if regression else log.info)(
-        "run",
-        suite=report["suite"],
-        target=report["target"],
-        outcome=report["outcome"],
-        coverage=report["coverage"],
-        duration_s=report["duration_s"],
-        run_id=report["run_id"],
-        rank_overlap=baseline.get("rank_overlap"),
-        score_drift=baseline.get("score_drift"),
-        reasons=[f["message"] for f in report.get("failures") or ()] if regression else None,
-        **key_metrics,
-    )
-    kinds = failure_kinds(report)
-    if kinds:
-        log.warning(
-            "queries failed",
-            suite=report["suite"],
-            target=report["target"],
-            reasons={outcome: kind["count"] for outcome, kind in kinds.items()},
-            first_errors={outcome: kind["first"] for outcome, kind in kinds.items()},
-        )

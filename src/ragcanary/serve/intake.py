@@ -24,6 +24,7 @@ import structlog
 from ragcanary.serve.families import CANDIDATE_SIGNALS
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.errors import StorageError
+from ragcanary.suites.loaded import LoadedConfig
 
 log = structlog.get_logger("ragcanary")
 
@@ -109,6 +110,17 @@ class IntakeSettings:
     rate: float
     burst: int
     redactions: tuple[tuple[str, str], ...]
+
+
+def intake_settings(loaded: LoadedConfig) -> IntakeSettings:
+    """The failure reports' bounds and redactions, from the config's ``candidates:``."""
+    config = loaded.config.candidates
+    redactions = (
+        DEFAULT_REDACTIONS
+        if config.redact is None
+        else tuple((r.pattern, r.replace) for r in config.redact)
+    )
+    return IntakeSettings(config.max_pending, config.rate_limit, config.burst, redactions)
 
 
 def check(body: Any, targets: Sequence[str], redact: Redactor, now: datetime) -> FailureReport:
