@@ -428,7 +428,7 @@ def test_the_run_path_leaves_sqlalchemy_to_pgvector_targets() -> None:
     A fresh interpreter, because this test process imported SQLAlchemy long ago.
     """
     probe = (
-        "import sys, ragcanary.cli.app, ragcanary.cli.commands;"
+        "import sys, ragcanary.cli.app, ragcanary.cli.cycles;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')[:3])"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -1,0 +1,256 @@
+"""What run, compare, calibrate and validate --live do: canaries sent to live targets now."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ragcanary.errors import UsageError
+from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.results import CaseResult, RunResult
+from ragcanary.probe.cycle import run_cycle, settings_for
+from ragcanary.probe.target import make_client
+from ragcanary.reports.report import failure_kinds, run_from_report, to_report
+from ragcanary.reports.table import render_report
+from ragcanary.suites.loaded import LoadedConfig
+
+
+@contextmanager
+def _progress(console: Console, label: str, total: int) -> Iterator[Callable[[CaseResult], None]]:
+    """A progress bar on a terminal; silence elsewhere (CI logs stay clean)."""
+    if not console.is_terminal:
+        yield lambda _result: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda _result: progress.advance(task)
+
+
+async def _evaluate_pair(
+    loaded: LoadedConfig,
+    suite: str,
+    target: str,
+    console: Console,
+    baseline: RunResult | None = None,
+) -> Evaluation:
+    cases = len(loaded.suites[suite].cases)
+    async with make_client(loaded.config.targets[target]) as client:
+        with _progress(console, f"{suite} → {target}", cases) as advance:
+            return await run_cycle(
+                loaded, suite, target, client, baseline=baseline, on_result=advance
+            )
+
+
+def _pick_baseline(
+    reports: Sequence[Mapping[str, Any]], suite: str, target: str
+) -> Mapping[str, Any] | None:
+    if not reports:
+        return None
+    for report in reports:
+        if report["suite"] == suite and report["target"] == target:
+            return report
+    same_suite = [r for r in reports if r["suite"] == suite]
+    if len(same_suite) == 1:
+        return same_suite[0]
+    raise UsageError(
+        f"--baseline holds no report for suite {suite!r} and target {target!r}; "
+        "pass a report written by `ragcanary run --report` for the same suite"
+    )
+
+
+def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
+    """Why queries failed: per outcome a count and the first error, not only a coverage."""
+    kinds = failure_kinds(report)
+    if not kinds:
+        return None
+    total = sum(k["count"] for k in kinds.values())
+    cases = len(report.get("cases") or ())
+    lines = [
+        f"warning: {report['suite']} → {report['target']}: {total} of {cases} queries "
+        f"unanswered (coverage {report['coverage']:.0%})"
+    ]
+    for outcome, kind in sorted(kinds.items(), key=lambda item: -item[1]["count"]):
+        lines.append(
+            f"  {outcome}: {kind['count']} queries, first ({kind['case']}): {kind['first']}"
+        )
+    return "\n".join(lines)
+
+
+async def run_once(
+    loaded: LoadedConfig,
+    pairs: Sequence[tuple[str, str]],
+    baselines: Sequence[Mapping[str, Any]],
+    console: Console,
+) -> list[dict[str, Any]]:
+    """`ragcanary run`: one cycle of every pair, printed as it finishes, reports returned."""
+    reports = []
+    for suite, target in pairs:
+        chosen = _pick_baseline(baselines, suite, target)
+        baseline = run_from_report(chosen, loaded.suites[suite]) if chosen else None
+        evaluation = await _evaluate_pair(loaded, suite, target, console, baseline)
+        report = to_report(evaluation)
+        console.print(render_report(report))
+        warning = _unanswered_warning(report)
+        if warning:
+            Console(stderr=True).print(warning, style="yellow", markup=False)
+        reports.append(report)
+    return reports
+
+
+async def compare_targets(
+    loaded: LoadedConfig, suite: str, target_a: str, target_b: str, console: Console
+) -> tuple[int, list[dict[str, Any]]]:
+    """`ragcanary compare`: both targets on one suite, B judged with A as its baseline."""
+    first = await _evaluate_pair(loaded, suite, target_a, console)
+    second = await _evaluate_pair(loaded, suite, target_b, console, baseline=first.run)
+    reports = [to_report(first), to_report(second)]
+    for evaluation in (first, second):
+        if evaluation.verdict.outcome == "unavailable":
+            console.print(
+                f"[yellow]{evaluation.run.target} was unavailable "
+                f"(coverage {evaluation.run.coverage:.0%}); nothing to compare[/]"
+            )
+            return 3, reports
+    console.print(_compare_table(second, target_a, target_b))
+    drops = [f for f in second.verdict.failures if f.kind == "drop"]
+    for failure in drops:
+        console.print(f"[red]✗ {target_b}: {failure.message}[/]", markup=True, highlight=False)
+    if not drops:
+        console.print(f"[green]{target_b} is not significantly worse than {target_a}[/]")
+    return (1 if drops else 0), reports
+
+
+def _compare_table(evaluation: Evaluation, a: str, b: str) -> Table:
+    table = Table(title=f"{a} (A) vs {b} (B) on {evaluation.run.suite}", title_justify="left")
+    for col in ("metric", "A", "B", "Δ (B-A)", "p (B<A)", "95% CI", "win/tie/loss"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for metric, c in evaluation.verdict.changes.items():
+        table.add_row(
+            metric,
+            f"{c.baseline:.4f}",
+            f"{c.current:.4f}",
+            f"{c.delta:+.4f}",
+            f"{c.p_value:.4f}",
+            f"[{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]",
+            f"{c.wins}/{c.ties}/{c.losses}",
+        )
+    return table
+
+
+async def calibrate_noise(
+    loaded: LoadedConfig, suite: str, target: str, runs: int, console: Console
+) -> None:
+    """`ragcanary calibrate`: N runs of the unchanged system and the noise they show."""
+    from ragcanary.measure.calibrate import measure_noise
+
+    results = []
+    for i in range(runs):
+        evaluation = await _evaluate_pair(loaded, suite, target, console)
+        console.print(
+            f"run {i + 1}/{runs}: coverage {evaluation.run.coverage:.0%}, "
+            f"{evaluation.run.duration_s:.2f}s"
+        )
+        results.append(evaluation.run)
+    settings = settings_for(loaded.config.suites[suite], loaded.config.targets[target])
+    noise = measure_noise(results, settings)
+    table = Table(
+        title=f"noise over {noise.runs} runs of {suite} on {target}", title_justify="left"
+    )
+    for col in ("signal", "mean", "std", "min", "max"):
+        table.add_column(col, justify="left" if col == "signal" else "right")
+    signals = {
+        **noise.metrics,
+        "rank overlap (RBO vs run 1)": noise.rank_overlap,
+        "|score Δ| vs run 1": noise.score_delta,
+        "|top score Δ| vs run 1": noise.top_score_delta,
+        "coverage": noise.coverage,
+    }
+    for name, spread in signals.items():
+        if spread is None:
+            continue
+        table.add_row(
+            name, *(f"{v:.4f}" for v in (spread.mean, spread.std, spread.low, spread.high))
+        )
+    console.print(table)
+    console.print(f"suggested thresholds (suites.{suite}.thresholds):")
+    for key, value in noise.suggested.items():
+        console.print(f"  {key}: {value:g}")
+
+
+async def check_live(loaded: LoadedConfig, console: Console) -> int:
+    """``validate --live``: each target's request and first hits; 0, 2 (config) or 3 (down)."""
+    from ragcanary.probe.live import check_target, first_query
+
+    verdicts = []
+    for name in loaded.config.targets:
+        query = first_query(loaded, name) or "ragcanary live check"
+        check = await check_target(loaded, name, query)
+        verdicts.append(check.verdict)
+        answer = check.answer
+        console.print(f"{name}: {check.verdict} ({answer.outcome}, {answer.latency_s:.2f}s)")
+        console.print(f"  query: {query}", markup=False, highlight=False)
+        console.print(f"  sent: {check.request}", markup=False, highlight=False, soft_wrap=True)
+        if answer.error:
+            console.print(f"  error: {answer.error}", markup=False, highlight=False)
+        for rank, (doc_id, score) in enumerate(zip(answer.ids[:3], answer.scores, strict=False)):
+            shown = "-" if score is None else f"{score:.4g}"
+            console.print(f"  {rank + 1}. {doc_id}  {shown}", markup=False, highlight=False)
+        # A label whose document left the index is a ticket, not a config error: no exit code.
+        for label in check.left_index or ():
+            line = f"  left the index: case {label.case}: {label.id}"
+            console.print(line, markup=False, highlight=False)
+    _print_stale_labels(loaded, console)
+    if "config" in verdicts:
+        return 2
+    return 3 if "unreachable" in verdicts else 0
+
+
+def _print_stale_labels(loaded: LoadedConfig, console: Console) -> None:
+    """The stale labels the newest stored run of each pair found (a ticket, not an exit code)."""
+    import sqlalchemy
+
+    from ragcanary.store.errors import StorageError
+    from ragcanary.store.storage import Store
+
+    url = sqlalchemy.make_url(loaded.config.storage)
+    if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
+        return  # nothing stored yet: a check must not create the database
+    store = Store.from_url(loaded.config.storage)
+    try:
+        if store.schema_version() is None:
+            return
+        for suite, cfg in loaded.config.suites.items():
+            for target in cfg.targets:
+                latest = store.latest_run(suite, target)
+                report = store.get_report(latest["run_id"]) if latest else None
+                labels = (report or {}).get("stale_labels") or []
+                if not labels:
+                    continue
+                console.print(
+                    f"{suite} on {target}: {len(labels)} stale labels in the newest stored run:",
+                    markup=False,
+                    highlight=False,
+                )
+                unseen = f"no canary got it back in the last {cfg.stale_label_runs} runs"
+                for label in labels:
+                    why = "left the index" if label.get("reason") == "missing" else unseen
+                    line = f"  case {label.get('case')}: {label.get('id')} ({why})"
+                    console.print(line, markup=False, highlight=False)
+    except StorageError:
+        pass
+    finally:
+        store.close()

@@ -1,0 +1,186 @@
+"""What the commands that read stored runs do: baselines, diff, history, runs, export."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ragcanary.errors import UsageError
+from ragcanary.suites.loaded import LoadedConfig
+
+if TYPE_CHECKING:
+    from ragcanary.store.storage import Store
+
+
+def _store(loaded: LoadedConfig) -> Store:
+    from ragcanary.store.storage import Store
+
+    store = Store.from_url(loaded.config.storage)
+    store.migrate()
+    return store
+
+
+def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str | None) -> str:
+    """`ragcanary baseline accept`: pin ``run_id``, by default the latest successful run."""
+    store = _store(loaded)
+    try:
+        if run_id is None:
+            latest = store.latest_run(suite, target, outcome="ok")
+            if latest is None:
+                raise UsageError(
+                    f"no successful run of suite {suite!r} on target {target!r} stored yet; "
+                    "let the daemon run once or pass --run"
+                )
+            run_id = str(latest["run_id"])
+        report = store.get_report(run_id)
+        if report is None or (report["suite"], report["target"]) != (suite, target):
+            raise UsageError(f"--run {run_id}: no run of suite {suite!r} on target {target!r}")
+        store.set_baseline(suite, target, run_id)
+        return run_id
+    finally:
+        store.close()
+
+
+def stored_baselines(loaded: LoadedConfig) -> list[dict[str, Any]]:
+    """`ragcanary baseline show` from the database."""
+    store = _store(loaded)
+    try:
+        return store.baselines()
+    finally:
+        store.close()
+
+
+def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
+    if as_json:
+        console.print_json(data=list(rows), default=str)
+        return
+    table = Table(title="pinned baselines", title_justify="left")
+    for col in ("suite", "target", "run", "pinned at"):
+        # The run id is what diff --from takes: shown whole, wrapped if need be.
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
+    console.print(table if rows else "no baseline pinned yet")
+
+
+def stored_diff(
+    loaded: LoadedConfig, suite: str, target: str, from_run: str | None, to_run: str | None
+) -> dict[str, Any]:
+    """`ragcanary diff` from the database."""
+    from ragcanary.reports.oncall import relevant_ids, run_diff
+
+    store = _store(loaded)
+    try:
+        depth = loaded.config.suites[suite].depth
+        relevant = relevant_ids(loaded.suites[suite].cases)
+        return run_diff(store, suite, target, from_run, to_run, depth, relevant)
+    finally:
+        store.close()
+
+
+def print_diff(diff: Mapping[str, Any], console: Console, as_json: bool) -> None:
+    from ragcanary.reports.table import render_diff
+
+    if as_json:
+        console.print_json(data=diff, default=str)
+    else:
+        console.print(render_diff(diff))
+
+
+def stored_history(
+    loaded: LoadedConfig, suite: str, case: str, target: str | None, since: str
+) -> list[dict[str, Any]]:
+    """`ragcanary history` from the database."""
+    from datetime import timedelta
+
+    from ragcanary.reports.oncall import case_history
+
+    cases = loaded.suites[suite].by_id
+    if case not in cases:
+        raise UsageError(f"--case {case}: no such case in suite {suite!r}")
+    window = timedelta(seconds=_since(since))
+    store = _store(loaded)
+    try:
+        return case_history(store, suite, cases[case], target, window)
+    finally:
+        store.close()
+
+
+def print_history(
+    suite: str, case: str, rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool
+) -> None:
+    from ragcanary.reports.table import render_history
+
+    if as_json:
+        console.print_json(data=list(rows), default=str)
+    else:
+        console.print(render_history(suite, case, rows))
+
+
+def stored_runs(
+    loaded: LoadedConfig,
+    *,
+    suite: str | None,
+    target: str | None,
+    outcome: str | None,
+    since: str,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """`ragcanary runs` from the database."""
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime.now(UTC) - timedelta(seconds=_since(since))
+    store = _store(loaded)
+    try:
+        return store.list_runs(suite, target, limit, outcome, start)
+    finally:
+        store.close()
+
+
+def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
+    """`ragcanary export RUN --format trec`: file name -> text, the qrels second."""
+    from ragcanary.reports.trec import qrels_file, run_file
+
+    store = _store(loaded)
+    try:
+        report = store.get_report(run_id)
+    finally:
+        store.close()
+    if report is None:
+        raise UsageError(f"run {run_id}: no such run in storage; pick one from `ragcanary runs`")
+    suite = loaded.suites.get(str(report["suite"]))
+    if suite is None:
+        raise UsageError(
+            f"run {run_id} is of suite {report['suite']!r}, which the config no longer has; "
+            "its labels are needed for the qrels"
+        )
+    try:
+        return {
+            f"{run_id}.run": run_file(report),
+            f"{report['suite']}.qrels": qrels_file(suite.cases),
+        }
+    except ValueError as exc:
+        raise UsageError(f"cannot export run {run_id}: {exc}") from None
+
+
+def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
+    from ragcanary.reports.table import render_runs
+
+    if as_json:
+        console.print_json(data=list(rows), default=str)
+    else:
+        console.print(render_runs(rows) if rows else "no run in that window")
+
+
+def _since(since: str) -> float:
+    from ragcanary.config.units import DURATION_HINT, DurationOutOfRange, parse_duration_between
+
+    try:
+        return parse_duration_between(since, "since")
+    except DurationOutOfRange as exc:
+        raise UsageError(f"--since: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}; {DURATION_HINT}") from None
