@@ -112,7 +112,7 @@ def test_help_shows_flags_as_flags(command: list[str]) -> None:
 def test_demo_banner_command_is_the_readme_command() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (documented,) = re.findall(r"^\.venv/bin/ragcanary diff .*$", readme, re.MULTILINE)
-    source = (ROOT / "src" / "ragcanary" / "cli" / "daemon.py").read_text(encoding="utf-8")
+    source = (ROOT / "src" / "ragcanary" / "cli" / "serving.py").read_text(encoding="utf-8")
     banner = re.search(r"\{cli\} (diff -c \{path\} [^\n]*)", source)
     assert banner is not None
     rendered = banner.group(1).replace("{path}", "ragcanary-demo/ragcanary.yaml")

@@ -29,7 +29,7 @@ from prometheus_server import POLL_S, PrometheusServer, prometheus_binary
 from reorder_proxy import ReorderProxy
 from retrievers import DEFAULT_API_KEY, EmbeddingServer, FakeRetriever, graded_corpus, target_entry
 
-from ragcanary.cli.daemon import write_demo_config
+from ragcanary.cli.serving import write_demo_config
 from ragcanary.demo.retriever import BackgroundServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -165,7 +165,7 @@ def demo(
     ] = None,
 ) -> None:
     """Start the bundled demo retriever and the daemon watching it."""
-    from ragcanary.cli.daemon import run_demo
+    from ragcanary.cli.serving import run_demo
     from ragcanary.config.units import DURATION_HINT, parse_duration
 
     with running():
@@ -185,7 +185,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the daemon: scheduled canaries, drift detection, /metrics and the API."""
-    from ragcanary.cli.daemon import serve as run_daemon
+    from ragcanary.cli.serving import serve as run_daemon
 
     with running():
         path = config_path(config, os.environ)
