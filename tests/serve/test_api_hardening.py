@@ -10,6 +10,7 @@ import contextlib
 import json
 import resource
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,10 @@ ADMIN_TOKEN = "adm-hardening-7e4d"
 QUERIES = [f"question {i:02d}" for i in range(4)]
 SLOW_CLIENTS = 1100
 DAEMON_FILES = 1024
+# A storm: connections from many threads at once keep the daemon's accept queue full, so that
+# asyncio accepts a full batch on every pass of the event loop.
+STORM_CLIENTS = 5000
+STORM_THREADS = 16
 
 
 @pytest.fixture
@@ -66,20 +71,36 @@ def fewer_files(limit: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def slow_clients(port: int, count: int) -> Iterator[list[socket.socket]]:
-    """``count`` connections that send the start of a request line and then nothing more."""
+def slow_clients(port: int, count: int, threads: int = 1) -> Iterator[list[socket.socket]]:
+    """``count`` connections that send the start of a request line and then nothing more.
+
+    They are opened from ``threads`` threads at once.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < count + 200:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 1000), hard))
     sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
+    lock = threading.Lock()
+
+    def connect(how_many: int) -> None:
+        for _ in range(how_many):
             sock = socket.socket()
+            with lock:
+                sockets.append(sock)
             sock.settimeout(5)
             with contextlib.suppress(OSError):
                 sock.connect(("127.0.0.1", port))
                 sock.send(b"GET /metrics HTTP/1.1\r\nHost: x")
-            sockets.append(sock)
+
+    workers = [
+        threading.Thread(target=connect, args=(count // threads + (i < count % threads),))
+        for i in range(threads)
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
         yield sockets
     finally:
         for sock in sockets:
@@ -106,6 +127,17 @@ def test_slow_clients_never_starve_metrics_health_or_readiness(daemon: DaemonPro
         daemon.wait_runs("core", "vendor", 1, 30)
     assert "Traceback" not in daemon.log
     assert len(daemon.log) < 100_000, f"{len(daemon.log)} characters of log for slow clients"
+
+
+@pytest.mark.slow
+def test_a_connect_storm_never_runs_the_daemon_out_of_files(daemon: DaemonProcess) -> None:
+    # Out of files, the daemon could not open a connection to its targets either: a false alarm.
+    with slow_clients(daemon.port, STORM_CLIENTS, STORM_THREADS):
+        status, _took = _timed_get(daemon.url + "/healthz")
+        assert status == 200, f"/healthz answered {status} during a connect storm"
+    assert "Too many open files" not in daemon.log
+    outcomes = {event["outcome"] for event in daemon.events() if event["event"] == "run"}
+    assert outcomes == {"ok"}, f"runs during a connect storm: {outcomes}"
 
 
 def test_a_client_that_never_finishes_its_request_is_dropped(daemon: DaemonProcess) -> None:

@@ -33,12 +33,16 @@ HEADER_TIMEOUT_S = 10.0
 # File descriptors kept free for storage, target connections, logs and the spool.
 RESERVED_FILES = 128
 MAX_CONNECTIONS = 1000
-# The listen backlog, which is also how many sockets asyncio accepts in one go before any of
-# them reaches connection_made (and the cap). The cap leaves room for two such batches: one
-# being accepted while the connections dropped to make room for the one before still hold
-# their files, which are closed only on the event loop's next pass. With room for one, 1,100
-# slow clients on a busy machine ran the daemon out of files (asyncio logs every refused
-# accept with a traceback, up to a backlog of them a second).
+# The listen backlog, which is also how many sockets asyncio accepts in one go, before any of
+# them reaches connection_made (and the cap). A socket accepted on one pass of the event loop
+# gets its transport on the next, reaches connection_made on the one after, and a connection
+# dropped there is closed on the pass after that. So while the accept queue stays full, three
+# batches beyond the cap hold files at once: the one just accepted, the one awaiting
+# connection_made, and the one whose connection_made dropped as many older connections that
+# are not yet closed. With room for two, a storm of slow clients from 16 threads ran the daemon
+# out of files (asyncio logs every refused accept with a traceback, and the targets cannot be
+# reached either).
+IN_FLIGHT_BATCHES = 3
 BACKLOG = 128
 
 
@@ -65,7 +69,7 @@ def connection_cap(limit: int = MAX_CONNECTIONS) -> int:
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return limit
-    return max(16, min(limit, soft - RESERVED_FILES - 2 * BACKLOG))
+    return max(16, min(limit, soft - RESERVED_FILES - IN_FLIGHT_BATCHES * BACKLOG))
 
 
 def guarded_protocol(
