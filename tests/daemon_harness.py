@@ -109,6 +109,8 @@ class DaemonProcess:
     config: Path
     port: int
     env: Mapping[str, str]
+    # Open files the daemon may have: its soft and hard limits (``prlimit``); None inherits ours.
+    files: tuple[int, int] | None = None
     output: list[str] = field(default_factory=list)
     _process: subprocess.Popen[str] | None = field(default=None, repr=False)
     _readers: list[threading.Thread] = field(default_factory=list, repr=False)
@@ -132,8 +134,11 @@ class DaemonProcess:
         # The developer's own RAGCANARY_* settings would override the test's config.
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("RAGCANARY_")}
         env = {**inherited, **self.env}
+        command = [sys.executable, "-m", "ragcanary", "serve", "-c", str(self.config)]
+        if self.files is not None:
+            command = ["prlimit", f"--nofile={self.files[0]}:{self.files[1]}", "--", *command]
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "ragcanary", "serve", "-c", str(self.config)],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

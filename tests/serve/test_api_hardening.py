@@ -32,8 +32,9 @@ STORM_CLIENTS = 5000
 STORM_THREADS = 16
 
 
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
+@contextlib.contextmanager
+def running_daemon(tmp_path: Path, files: tuple[int, int]) -> Iterator[DaemonProcess]:
+    """A daemon watching a fake retriever, allowed ``files`` (soft, hard) open files."""
     with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as retriever:
         cases = [
             {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
@@ -48,9 +49,7 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
         }
         (tmp_path / "ragcanary.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
         env = {"VENDOR_KEY": API_KEY, "RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN}
-        # The daemon gets the usual default of 1,024 open files, which 1,100 clients exceed.
-        with fewer_files(DAEMON_FILES):
-            started = DaemonProcess(tmp_path / "ragcanary.yaml", port, env).start()
+        started = DaemonProcess(tmp_path / "ragcanary.yaml", port, env, files).start()
         try:
             yield started
         finally:
@@ -59,15 +58,12 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
             started.kill()
 
 
-@contextlib.contextmanager
-def fewer_files(limit: int) -> Iterator[None]:
-    """Processes started in this block may open at most ``limit`` files (inherited rlimit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
+    # The usual default of 1,024 open files, which 1,100 clients exceed, and no more (the
+    # daemon would raise its soft limit to a higher hard one).
+    with running_daemon(tmp_path, (DAEMON_FILES, DAEMON_FILES)) as started:
+        yield started
 
 
 @contextlib.contextmanager
@@ -138,6 +134,13 @@ def test_a_connect_storm_never_runs_the_daemon_out_of_files(daemon: DaemonProces
     assert "Too many open files" not in daemon.log
     outcomes = {event["outcome"] for event in daemon.events() if event["event"] == "run"}
     assert outcomes == {"ok"}, f"runs during a connect storm: {outcomes}"
+
+
+def test_the_daemon_raises_its_soft_limit_of_open_files_to_the_hard_one(tmp_path: Path) -> None:
+    # As containers now start (soft 1,024, hard 524,288), where Kubernetes cannot raise it.
+    with running_daemon(tmp_path, (DAEMON_FILES, 4 * DAEMON_FILES)) as started:
+        soft, hard = resource.prlimit(started.process.pid, resource.RLIMIT_NOFILE)
+    assert (soft, hard) == (4 * DAEMON_FILES, 4 * DAEMON_FILES)
 
 
 def test_a_client_that_never_finishes_its_request_is_dropped(daemon: DaemonProcess) -> None:

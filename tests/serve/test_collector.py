@@ -1,8 +1,9 @@
-"""The daemon's garbage-collector settings: what start-up built is frozen, collections rarer."""
+"""The daemon's process settings: what start-up built is frozen, collections rarer, files more."""
 
 from __future__ import annotations
 
 import gc
+import resource
 import sys
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ from ragcanary.serve.collector import (
     OLDER_THRESHOLD,
     SWITCH_INTERVAL_S,
     YOUNG_THRESHOLD,
+    raise_file_limit,
     tune_collector,
     tune_switching,
 )
@@ -46,3 +48,14 @@ def test_tune_switching_hands_the_interpreter_over_every_millisecond() -> None:
         assert SWITCH_INTERVAL_S < 0.005  # CPython's default, which the intake's p99 waited on
     finally:
         sys.setswitchinterval(before)
+
+
+def test_raise_file_limit_lifts_the_soft_limit_to_the_hard_one() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowered = hard // 2
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard))
+        raise_file_limit()
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

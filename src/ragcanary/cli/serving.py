@@ -155,11 +155,12 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     import os
 
     from ragcanary.logs import RedactSecrets, configure_logging
-    from ragcanary.serve.collector import tune_collector, tune_switching
+    from ragcanary.serve.collector import raise_file_limit, tune_collector, tune_switching
     from ragcanary.serve.daemon import Daemon
     from ragcanary.serve.httpserver import check_address
     from ragcanary.suites.loaded import load_config
 
+    raise_file_limit()
     loaded = load_config(config_file, environ)
     check_address(loaded.config.listen)
     redactor = RedactSecrets(loaded.secrets)

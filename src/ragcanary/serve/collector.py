@@ -1,8 +1,11 @@
-"""The interpreter's settings for a long-lived daemon, set once when `serve` starts."""
+"""The interpreter's and the process's settings for a long-lived daemon, set once when `serve`
+starts."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import resource
 import sys
 
 # Young objects collected every this many net allocations (CPython's default: 700), and each
@@ -38,3 +41,19 @@ def tune_switching() -> None:
     5 ms several times over: the intake's p99 (docs/performance.md, "Failure reports intake").
     """
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+
+def raise_file_limit() -> None:
+    """Let the daemon open as many files as its hard limit allows, not only its soft one.
+
+    Its connections to targets, storage and the HTTP API's clients (``serve.httpserver``)
+    share one limit, whose soft value is often 1,024 where the hard one is far higher (since
+    Docker 25 and containerd 2.0, containers start so), and a Kubernetes pod cannot raise it.
+    The soft value is kept low for programs that use select(), whose file numbers end at 1,024;
+    nothing here does (asyncio and psycopg wait with epoll and poll). Go raises it likewise.
+    Where it cannot be raised, the daemon runs within the soft limit, as before.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
