@@ -16,7 +16,7 @@ import jmespath
 import jmespath.exceptions
 from pydantic import ValidationError
 
-from ragcanary.config.environment import EnvOverrides, expand
+from ragcanary.config.environment import expand, overrides, variable
 from ragcanary.config.model import URL_EXAMPLE, Config, mentions_query, password_of
 from ragcanary.config.problems import explain, suggest
 from ragcanary.config.yamlfile import Document, NodePath, dotted, load_yaml, read_text
@@ -68,8 +68,8 @@ def load_config(
         fix = "start it with keys like storage:, targets: and suites:"
         raise ConfigError([Problem(file, "", "the config is not a mapping of settings", fix, 1)])
     expansion = expand(raw, environ if query_targets else _TargetsNeedNoSecrets(environ, raw))
-    overrides = EnvOverrides.read(environ)
-    data = {**expansion.data, **overrides}
+    overridden = overrides(environ)
+    data = {**expansion.data, **overridden}
     doc = Document(file, data, lines)
 
     failed = {where for where, _, _ in expansion.failures}
@@ -87,8 +87,8 @@ def load_config(
             # A value whose ${VAR} failed is reported already; its leftover text would add noise.
             if any(where[: len(failed)] == failed for failed, _, _ in expansion.failures):
                 continue
-            if len(where) == 1 and where[0] in overrides:
-                source = f"environment variable {EnvOverrides.variable(str(where[0]))}"
+            if len(where) == 1 and where[0] in overridden:
+                source = f"environment variable {variable(str(where[0]))}"
                 problems.append(Problem(source, dotted(where), message, fix))
             else:
                 problems.append(doc.problem(where, message, fix))
