@@ -27,7 +27,8 @@ from cycle import Cycle, bare_aiohttp_cycle, bare_cycle, canaries, our_cycle
 from render import section, table, verdict
 from retriever import DEPTH, SEARCH_BODY, RetrieverProcess
 
-from ragcanary.config.model import SuiteConfig, TargetConfig
+from ragcanary.config.model import SuiteConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.probe.cycle import settings_for

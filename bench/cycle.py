@@ -32,7 +32,7 @@ import httpx_aiohttp
 from render import section, table, verdict
 from retriever import DEPTH, KINDS, RetrieverProcess
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import RunResult
 from ragcanary.probe.runner import TargetGate, run_suite
 from ragcanary.probe.target import HttpTarget, make_client

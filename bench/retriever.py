@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 
 DEPTH = 10
 

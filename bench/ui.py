@@ -48,7 +48,7 @@ from render import section, table, verdict
 from retriever import RetrieverProcess
 from sqlalchemy.pool import NullPool
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.metrics import aggregate
 from ragcanary.probe.target import make_client
 from ragcanary.serve.api import create_app

@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 
 DEFAULT_API_KEY = "test-api-key-123"
 

@@ -23,7 +23,7 @@ import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
 from retrievers import ServerThread, target_entry
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.probe.target import HttpTarget, make_client
 from ragcanary.suites.loaded import load_config

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ragcanary.config.model import Config, SuiteConfig, TargetConfig, Thresholds
+from ragcanary.config.model import Config, SuiteConfig, Thresholds
+from ragcanary.config.target import TargetConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "build_config_reference.py"

@@ -24,7 +24,7 @@ from server_process import free_port
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets import make_target
 
 DIMENSIONS = 8

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets import make_target
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import OUTCOMES, Answer
 from ragcanary.probe.target import HttpTarget
 

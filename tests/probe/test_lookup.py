@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.presets.lookup import (
     BATCH,

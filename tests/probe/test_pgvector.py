@@ -35,7 +35,7 @@ from retrievers import EmbeddingServer, toy_vector
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.pgvector import PgvectorTarget
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from retrievers import ServerThread
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.target import HttpTarget, make_client
 from ragcanary.redact import Redactor

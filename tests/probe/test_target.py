@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from retrievers import FakeRetriever
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.probe.retries import retry_after_seconds
 from ragcanary.probe.runner import run_suite

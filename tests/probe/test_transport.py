@@ -35,7 +35,8 @@ from listener import Listener
 from retrievers import FakeRetriever, ServerThread
 
 from ragcanary import __version__
-from ragcanary.config.model import EmbeddingConfig, TargetConfig
+from ragcanary.config.model import EmbeddingConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.embedding import Embedder, make_embedding_client
 from ragcanary.probe.target import HttpTarget, make_client
@@ -577,7 +578,7 @@ def test_a_missing_ssl_cert_file_fails_only_the_queries_that_speak_tls(
 _FRESH_PROCESS_PROBE = """
 import asyncio, json, ssl, sys
 create, load = ssl.create_default_context, ssl.SSLContext.set_default_verify_paths
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.target import HttpTarget, make_client
 import aiohttp.connector as connector
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets.vespa import VespaTarget
 
 pytestmark = pytest.mark.anyio

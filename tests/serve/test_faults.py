@@ -26,7 +26,7 @@ import pytest
 from daemon_harness import DaemonProcess, Scrape, config_yaml, free_port, running, wait_for
 from faulty_retriever import EXPECTED_OUTCOME, MODES, FaultyRetriever, Mode
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.target import HttpTarget, make_client
 from ragcanary.store.storage import Store
 

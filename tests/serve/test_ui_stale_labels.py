@@ -13,7 +13,7 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.target import make_client
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs

@@ -16,7 +16,7 @@ from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.sql import check_pgvector
 
 if TYPE_CHECKING:
-    from ragcanary.config.model import TargetConfig
+    from ragcanary.config.target import TargetConfig
 
 NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]*")  # a GraphQL name; also a Vespa identifier
 WEAVIATE_CLASS = re.compile(r"[A-Z][_0-9A-Za-z]*")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ragcanary.config.problems import fix_error as _fix
 
 if TYPE_CHECKING:
-    from ragcanary.config.model import TargetConfig
+    from ragcanary.config.target import TargetConfig
 
 # Names PostgreSQL reads without quotes (less $), at most NAMEDATALEN - 1 bytes.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")

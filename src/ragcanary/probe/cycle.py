@@ -7,7 +7,8 @@ from contextlib import AsyncExitStack
 
 import httpx
 
-from ragcanary.config.model import SuiteConfig, TargetConfig
+from ragcanary.config.model import SuiteConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.settings import Settings

@@ -21,7 +21,7 @@ import httpx
 from jmespath.exceptions import JMESPathError
 
 from ragcanary import __version__
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.measure.results import Answer, Outcome
 from ragcanary.probe.responses import (

@@ -10,7 +10,7 @@ from typing import Any
 import jmespath
 from jmespath.exceptions import JMESPathError
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.errors import Problem
 from ragcanary.probe.responses import first_line
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.runner import TargetGate
 
 

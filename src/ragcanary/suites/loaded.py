@@ -17,8 +17,9 @@ import jmespath.exceptions
 from pydantic import ValidationError
 
 from ragcanary.config.environment import expand, overrides, variable
-from ragcanary.config.model import URL_EXAMPLE, Config, mentions_query, password_of
+from ragcanary.config.model import Config, mentions_query, password_of
 from ragcanary.config.problems import explain, suggest
+from ragcanary.config.target import URL_EXAMPLE
 from ragcanary.config.yamlfile import Document, NodePath, dotted, load_yaml, read_text
 from ragcanary.errors import ConfigError, Problem
 from ragcanary.redact import Redactor

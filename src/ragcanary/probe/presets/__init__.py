@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets.chroma import ChromaTarget
 from ragcanary.probe.presets.milvus import MilvusTarget
 from ragcanary.probe.presets.pinecone import PineconeTarget

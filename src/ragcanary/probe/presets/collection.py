@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.lookup import (
     PAGE,

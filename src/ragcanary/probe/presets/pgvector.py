@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, column, table
 from sqlalchemy import exc as sa_exc
 
-from ragcanary.config.model import TargetConfig
 from ragcanary.config.sql import DSN_EXAMPLE
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets import pgvector_sql as sql
 from ragcanary.probe.presets.lookup import BATCH

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy
 from sqlalchemy import exc as sa_exc
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.retries import QueryFailed
 
 SHOWN_NAMES = 20  # tables or columns a "not found" lists at most

@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, psycopg
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.types import UserDefinedType
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets.lookup import integers, uuids
 
 OPERATORS = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets.lookup import missing_in_batches
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets.collection import CollectionTarget
 from ragcanary.probe.presets.lookup import (
     BATCH,

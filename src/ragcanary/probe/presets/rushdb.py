@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.collection import one_of
 from ragcanary.probe.retries import QueryFailed

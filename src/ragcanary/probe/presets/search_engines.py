@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.lookup import PAGE, held_by_filter, missing_in_batches, scalar
 from ragcanary.probe.retries import QueryFailed

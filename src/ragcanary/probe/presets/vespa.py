@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ragcanary.config.model import TargetConfig
+from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer, Outcome
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget

@@ -1,0 +1,80 @@
+"""What every config section is made of: strict models and the validated units of its fields."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from ragcanary.config.problems import fix_error as _fix
+from ragcanary.config.problems import show
+from ragcanary.config.units import (
+    DURATION_HINT,
+    MAX_DURATION_S,
+    RATE_HINT,
+    DurationOutOfRange,
+    format_duration,
+    parse_duration,
+    parse_rate,
+)
+
+
+class Strict(BaseModel):
+    """A config section: an unknown key is an error, and a loaded config never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def quote_value(value: Any) -> str:
+    """A value as a validator's message names it: scalars whole, containers by their kind.
+
+    Not shortened like ``show`` does: a message is redacted after it is built, and a
+    secret cut in half by shortening would no longer be recognised.
+    """
+    return show(value) if isinstance(value, dict | list) or value is None else repr(value)
+
+
+def _duration(value: Any) -> float:
+    try:
+        seconds = parse_duration(value)
+    except DurationOutOfRange:
+        seconds = math.inf  # reported below, with the longest allowed
+    except ValueError:
+        raise _fix(f"{quote_value(value)} is not a duration", DURATION_HINT) from None
+    if seconds <= 0:  # no timeout or interval of ours can be zero
+        raise _fix(f"{value!r} is not a duration above 0", DURATION_HINT)
+    if seconds > MAX_DURATION_S:  # timedelta and datetime arithmetic would overflow
+        longest = format_duration(MAX_DURATION_S)
+        raise _fix(f"{quote_value(value)} is longer than {longest}", f"write {longest} or less")
+    return seconds
+
+
+MIN_INTERVAL_S = 1.0  # DESIGN.md "Limits on what comes in": intervals are at least 1 s
+
+
+def _interval(value: Any) -> float:
+    seconds = _duration(value)
+    if seconds < MIN_INTERVAL_S:
+        raise _fix(
+            f"{quote_value(value)} is shorter than {format_duration(MIN_INTERVAL_S)}",
+            "write an interval of at least 1s, like 30s or 5m",
+        )
+    return seconds
+
+
+def _rate(value: Any) -> float:
+    try:
+        return parse_rate(value)
+    except ValueError as exc:
+        scalar = isinstance(value, str | int | float)
+        raise _fix(
+            str(exc) if scalar else f"{quote_value(value)} is not a rate", RATE_HINT
+        ) from None
+
+
+Seconds = Annotated[float, BeforeValidator(_duration)]
+Interval = Annotated[float, BeforeValidator(_interval)]
+PerSecond = Annotated[float, BeforeValidator(_rate)]
+Floor = Annotated[float, Field(ge=0, le=1)]
+Floors = dict[Annotated[int, Field(gt=0)], Floor]  # k -> lowest acceptable value
