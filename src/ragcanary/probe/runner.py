@@ -26,7 +26,8 @@ Embed = Callable[[Sequence[str]], Awaitable[list[Embedded]]]
 # and 25 ms in the middle ones. Kept apart, answers come back one by one, the rounds never
 # line up, and a query's measured latency is the retriever's rather than our queue's
 # (docs/performance.md, "Cycle time").
-# The first C starts are this long apart in all (nothing has been answered yet) ...
+# The first C starts are this long apart in all (nothing has been answered yet; 15 and 20 ms
+# measured alike) ...
 START_SPREAD_S = 0.010
 # ... and then this share of the fastest answer's latency over C: below the time C queries in
 # flight leave between two starts, so pacing never lowers a run's rate, only breaks its trains.
