@@ -193,7 +193,7 @@ async def test_starts_that_answers_leave_far_apart_are_not_paced():
     than a millisecond or so between starts, they seldom meet, and none waits."""
     clock = Clock()
     pacer = Pacer(8, clock=clock, sleep=clock.sleep)
-    pacer.answered(0.020)  # 1.5 ms apart at PACE
+    pacer.answered(0.020)  # 2 ms apart at PACE
     assert PACE * 0.020 / 8 >= PACED_GAP_BELOW_S
     clock.now = 1.0
     await asyncio.gather(*(pacer.acquire() for _ in range(3)))
@@ -207,7 +207,7 @@ async def test_once_pacing_is_off_no_start_waits_for_the_first_round_s_slots():
     clock = Clock()
     pacer = Pacer(3, clock=clock, sleep=clock.sleep)
     await pacer.acquire()
-    pacer.answered(0.010)  # 2 ms apart at PACE: not paced
+    pacer.answered(0.010)  # 2.7 ms apart at PACE: not paced
     await pacer.acquire()
     await pacer.acquire()
     assert clock.delays == []
