@@ -30,6 +30,7 @@ from ragcanary.config.model import (
     TargetConfig,
     Thresholds,
 )
+from ragcanary.probe.runner import PACE, PACED_GAP_BELOW_S, START_SPREAD_S
 from ragcanary.suites.suite import Case
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "config.md"
@@ -240,10 +241,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "TargetConfig.timeout": ("Deadline of one query, all of it (connect, answer, body).", "2s"),
     "TargetConfig.concurrency": (
         "Queries in flight at once against this target (shared by its suites). A run sends"
-        " its first queries spread over 10 ms; where its queries would start less than a"
-        " millisecond apart, it keeps them 0.6 of the fastest answer's latency /"
-        ' `concurrency` apart, which never lowers its rate (docs/performance.md, "Cycle'
-        ' time").',
+        f" its first queries spread over {START_SPREAD_S * 1000:g} ms; where its queries would"
+        f" start less than {PACED_GAP_BELOW_S * 1000:g} ms apart, it keeps them {PACE:g} of"
+        " the fastest answer's latency / `concurrency` apart, which never lowers its rate"
+        ' (docs/performance.md, "Cycle time").',
         "4",
     ),
     "TargetConfig.rate_limit": (
