@@ -38,10 +38,11 @@ def timerfds() -> int:
 
 
 async def test_a_sleep_ends_on_its_timerfd_before_asyncio_wakes_to_the_millisecond():
-    """asyncio waits for a timer in whole milliseconds, rounded up: its 1.1 ms sleep ends at
-    2 ms on an idle loop, after the timer's 1.9 ms one. Without the timerfd the shorter sleep
-    would always end first. (The loop held up past 1.1 ms and short of 1.9 ms just before it
-    waits would end asyncio's first; that needs three of five tries to go wrong.)"""
+    """asyncio waits for a timer in whole milliseconds, rounded up: on an idle loop its
+    1.5 ms sleep would end at 2 ms, so the timer's 1.9 ms one ends first (its wake-up ends
+    both). Without the timerfd the shorter sleep always ends first. (A loop held up half a
+    millisecond between setting both and waiting waits 1 ms and ends asyncio's first; three
+    tries of five must go so.)"""
     with PreciseTimer() as timer:
         assert timer.precise
         firsts: list[str] = []
@@ -53,7 +54,7 @@ async def test_a_sleep_ends_on_its_timerfd_before_asyncio_wakes_to_the_milliseco
         for _ in range(5):
             ended: list[str] = []
             await asyncio.gather(
-                sleep("asyncio", asyncio.ensure_future(asyncio.sleep(0.0011)), ended),
+                sleep("asyncio", asyncio.ensure_future(asyncio.sleep(0.0015)), ended),
                 sleep("timer", asyncio.ensure_future(timer.sleep(0.0019)), ended),
             )
             firsts.append(ended[0])
