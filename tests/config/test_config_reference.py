@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ragcanary.config.model import Config, SuiteConfig, Thresholds
 from ragcanary.config.target import TargetConfig
+from ragcanary.probe.runner import PACE, PACED_GAP_BELOW_S, START_SPREAD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "build_config_reference.py"
@@ -27,3 +28,13 @@ def test_every_field_of_every_model_is_on_the_page() -> None:
             assert f"| `{name}` |" in page, f"{model.__name__}.{name} is missing"
     for name in ("id", "query", "relevant", "tags", "weight", "min_score", "max_score"):
         assert f"| `{name}` |" in page
+
+
+def test_the_concurrency_row_states_the_runner_s_pacing() -> None:
+    """The page once said starts are kept 0.6 of L/C apart after the runner moved to 0.8:
+    the script had the figures typed in, so the page matched the script and not the code."""
+    page = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| `concurrency` |"))
+    assert f"spread over {START_SPREAD_S * 1000:g} ms" in row
+    assert f"less than {PACED_GAP_BELOW_S * 1000:g} ms apart" in row
+    assert f"keeps them {PACE:g} of the fastest answer's latency" in row
