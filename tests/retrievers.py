@@ -234,13 +234,15 @@ class EmbeddingServer:
     """An OpenAI-compatible ``POST /v1/embeddings`` on 127.0.0.1 with deterministic vectors.
 
     ``model`` is what it embeds with whatever the request asks (swap it to simulate a new
-    model behind the same name); ``status`` other than 200 fails every request; ``api_key``,
-    when set, must come as ``Authorization: Bearer KEY``. ``requests`` records each body.
+    model behind the same name); ``status`` other than 200 fails every request; ``raw``, when
+    set, is answered as it is with 200 (a broken endpoint); ``api_key``, when set, must come as
+    ``Authorization: Bearer KEY``. ``requests`` records each body.
     """
 
     dimensions: int = 8
     model: str = "toy-1"
     status: int = 200
+    raw: bytes | None = None
     api_key: str | None = None
     requests: list[Any] = field(default_factory=list)
     _serving: ServerThread | None = field(default=None, repr=False)
@@ -269,6 +271,8 @@ class EmbeddingServer:
                     return self._send(401, {"error": {"message": "invalid api key"}})
                 if server.status != 200:
                     return self._send(server.status, {"error": {"message": "simulated"}})
+                if server.raw is not None:
+                    return self._send_bytes(200, server.raw)
                 size = body.get("dimensions") or server.dimensions
                 data = [
                     {
@@ -282,7 +286,9 @@ class EmbeddingServer:
                 return self._send(200, {"object": "list", "data": data, "model": body["model"]})
 
             def _send(self, status: int, payload: Any) -> None:
-                out = json.dumps(payload).encode()
+                self._send_bytes(status, json.dumps(payload).encode())
+
+            def _send_bytes(self, status: int, out: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))

@@ -335,6 +335,36 @@ def test_an_embedding_target_gets_each_query_vector_and_an_embedding_outage_is_u
     assert "emb-key-5c2d" not in result.output + report_path.read_text()
 
 
+def test_an_embedding_endpoint_answering_json_nested_too_deep_is_an_embedding_error(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    """Issue 34 item 9: the decoder's RecursionError is the endpoint's fault, not a crash."""
+    with EmbeddingServer(raw=b"[" * 100_000 + b"]" * 100_000) as embedder:
+        target = target_entry(retriever.url, retries=0, embedding="toy")
+        target["body"] = {"text": "{query}", "top_k": "{k}", "vector": "{vector}"}
+        (tmp_path / "suite.yaml").write_text(json.dumps(SUITE), encoding="utf-8")
+        config = tmp_path / "ragcanary.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "embeddings": {"toy": {"url": embedder.url, "model": "toy-1", "retries": 0}},
+                    "targets": {"vendor": target},
+                    "suites": {"core": {"cases": "suite.yaml", "targets": ["vendor"]}},
+                }
+            ),
+            encoding="utf-8",
+        )
+        report_path = tmp_path / "report.json"
+        result = _invoke("run", "-c", str(config), "--report", str(report_path))
+    assert result.exit_code == 3, result.output
+    report = json.loads(report_path.read_text())
+    assert report["outcome"] == "unavailable"
+    assert report["coverage"] == 0.0
+    assert report["counts"]["outcomes"]["embedding_error"] == len(SUITE["cases"])
+    assert retriever.requests == []  # a query without its vector is never sent
+    assert "nested deeper than the JSON decoder follows" in report["cases"][0]["error"]
+
+
 def test_a_new_model_behind_the_embedding_endpoint_is_embedding_drift(
     tmp_path: Path, retriever: FakeRetriever
 ) -> None:

@@ -98,3 +98,20 @@ async def test_without_a_vector_it_says_to_set_embedding() -> None:
         got = await target.search("q", 3)
     assert got.outcome == "bad_response"
     assert "set embedding:" in (got.error or "")
+
+
+async def test_a_lookup_answered_with_json_nested_too_deep_is_a_bad_response() -> None:
+    """Issue 34 item 9: the decoder's RecursionError is said as such, not "adapter failed"."""
+    nested = b"[" * 100_000 + b"]" * 100_000
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=nested)
+
+    target, client = _target(handler)
+    async with client:
+        got = await target.search("q", 3, [0.5, 0.25])
+    assert got.outcome == "bad_response"
+    assert got.error == (
+        f"the answer of GET http://chroma.test:8000{COLLECTIONS}/docs is not JSON: "
+        "JSON nested deeper than the JSON decoder follows"
+    )

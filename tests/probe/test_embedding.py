@@ -95,6 +95,11 @@ async def test_a_transient_failure_is_retried_then_succeeds() -> None:
         pytest.param(httpx.Response(401, json={}), "check headers: Authorization", id="401"),
         pytest.param(httpx.Response(404, json={}), "ends in /v1/embeddings", id="404"),
         pytest.param(httpx.Response(200, content=b"<html>"), "not JSON", id="html"),
+        pytest.param(
+            httpx.Response(200, content=b"[" * 100_000 + b"]" * 100_000),
+            "nested deeper than the JSON decoder follows",
+            id="deeply-nested",
+        ),
         pytest.param(httpx.Response(200, json={"data": []}), "expected 2 embeddings", id="count"),
         pytest.param(
             httpx.Response(

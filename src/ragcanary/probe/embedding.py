@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import time
@@ -15,7 +14,7 @@ from typing import Any
 import httpx
 
 from ragcanary.config.model import EmbeddingConfig
-from ragcanary.probe.responses import TooLarge, read_capped
+from ragcanary.probe.responses import TooDeep, TooLarge, decode_json, read_capped
 from ragcanary.probe.retries import QueryFailed, backoff_delay
 from ragcanary.probe.target import http_client
 from ragcanary.probe.transport import close
@@ -161,7 +160,9 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
 def _vectors(raw: bytes, count: int, dimensions: int | None) -> list[tuple[float, ...]]:
     """The ``count`` vectors of an OpenAI-style answer, in input order, checked for shape."""
     try:
-        answer = json.loads(raw)
+        answer = decode_json(raw)
+    except TooDeep as exc:
+        raise _Failed(f"the answer is {exc}", False) from exc
     except ValueError as exc:
         raise _Failed("the answer is not JSON", False) from exc
     data = answer.get("data") if isinstance(answer, dict) else None

@@ -20,6 +20,28 @@ ACCEPT_ENCODING = "gzip, deflate"
 _INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 0}
 
 
+class TooDeep(ValueError):
+    """A JSON body nested deeper than the decoder follows: not an answer, and no crash."""
+
+    def __init__(self) -> None:
+        super().__init__("JSON nested deeper than the JSON decoder follows")
+
+
+def decode_json(body: bytes | str) -> Any:
+    """``json.loads`` for a body that came over the network: ``ValueError`` for anything that
+    cannot be read, ``TooDeep`` for nesting deep enough to exhaust the decoder's recursion
+    (which ``json`` raises as a ``RecursionError`` that a caller would not expect)."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise TooDeep() from None
+
+
+def not_json(exc: ValueError, body: bytes, hide: Callable[[str], str]) -> str:
+    """Why ``body`` is no JSON answer, for a reason: too deep, or what it starts with."""
+    return str(exc) if isinstance(exc, TooDeep) else preview(body, hide)
+
+
 class TooLarge(QueryFailed):
     """The answer is larger than the configured cap; nothing past the cap was read."""
 
@@ -87,8 +109,8 @@ async def error_snippet(
     except QueryFailed:
         return ""
     try:
-        message = read(json.loads(head))
-    except (ValueError, RecursionError):
+        message = read(decode_json(head))
+    except ValueError:
         message = None
     if message:
         return _excerpt(" ".join(message.split()), 300, hide)

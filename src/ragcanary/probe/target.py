@@ -9,7 +9,6 @@ here and in ``probe/templates.py``.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import time
@@ -26,11 +25,12 @@ from ragcanary.errors import ConfigError
 from ragcanary.measure.results import Answer, Outcome
 from ragcanary.probe.responses import (
     ACCEPT_ENCODING,
+    decode_json,
     describe,
     error_snippet,
     first_line,
     kind,
-    preview,
+    not_json,
     read_capped,
     show,
 )
@@ -175,9 +175,10 @@ class HttpTarget:
         request = self._client.build_request("GET", url, headers=self._headers)
         body = await self._exchange(request)
         try:
-            return json.loads(body)
+            return decode_json(body)
         except ValueError as exc:
-            raise QueryFailed("bad_response", f"the answer of GET {url} is not JSON") from exc
+            reason = f"the answer of GET {url} is not JSON: {not_json(exc, body, self._redact)}"
+            raise QueryFailed("bad_response", reason) from exc
 
     async def _ask(self, request: httpx.Request, accept: Container[int] = ()) -> tuple[int, Any]:
         """The status and JSON answer of one lookup, retried like a query; ``QueryFailed`` else.
@@ -198,9 +199,9 @@ class HttpTarget:
                     raise
                 await self._sleep(self._retry_delay(attempt - 1, failure))
         try:
-            return status, json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            reason = f"response is not JSON: {preview(body, self._redact)}"
+            return status, decode_json(body)
+        except ValueError as exc:
+            reason = f"response is not JSON: {not_json(exc, body, self._redact)}"
             raise QueryFailed("bad_response", reason) from exc
 
     def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
@@ -366,10 +367,10 @@ class HttpTarget:
     def _parse(self, body: bytes, k: int) -> _Ranked:
         hide = self._redact
         try:
-            document = json.loads(body)
-        except (ValueError, RecursionError) as exc:
+            document = decode_json(body)
+        except ValueError as exc:
             raise QueryFailed(
-                "bad_response", f"response is not JSON: {preview(body, hide)}"
+                "bad_response", f"response is not JSON: {not_json(exc, body, hide)}"
             ) from exc
         where = self._config.results
         try:
