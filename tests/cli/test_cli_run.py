@@ -203,6 +203,49 @@ def test_outage_exits_3_unavailable_not_regression(
     assert report["counts"]["outcomes"]["http_5xx"] == len(SUITE["cases"])
 
 
+@pytest.mark.parametrize(
+    ("field", "path", "says"),
+    [
+        pytest.param(
+            "results",
+            "hit",
+            "targets.vendor.results: 'hit' matched nothing in the 31 answers that came back "
+            "(HTTP 2xx); they hold the keys data",
+            id="results",
+        ),
+        pytest.param(
+            "id",
+            "doc_id",
+            "targets.vendor.id: 'doc_id' matched nothing in the hits of the 31 answers that "
+            "came back (HTTP 2xx); they hold the keys chunk, relevance",
+            id="id",
+        ),
+    ],
+)
+def test_paths_that_match_nothing_in_any_answer_exit_2_naming_the_keys_present(
+    tmp_path: Path, retriever: FakeRetriever, field: str, path: str, says: str
+) -> None:
+    """Issue 34 item 7: a config mistake is no outage (exit 3) but a config error (exit 2)."""
+    config = _write_config(tmp_path, retriever.url)
+    data = yaml.safe_load(config.read_text())
+    data["targets"]["vendor"][field] = path
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    report_path = tmp_path / "report.json"
+    result = _invoke("run", "-c", str(config), "--report", str(report_path))
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split())
+    lines = enumerate(config.read_text().splitlines(), 1)
+    line = next(n for n, text in lines if text.strip().startswith(f"{field}:"))
+    assert f"({config} line {line})" in " ".join(result.output.split())
+    assert "UNAVAILABLE" not in result.output
+    assert "did not answer enough queries" not in result.output
+    report = json.loads(report_path.read_text())
+    assert report["outcome"] == "unavailable"  # no quality verdict, as for an outage
+    assert [f["kind"] for f in report["failures"]] == ["config"]
+    assert says in report["failures"][0]["message"]
+    assert report["counts"]["outcomes"]["bad_response"] == len(SUITE["cases"])
+
+
 def test_bad_duration_exits_2_naming_the_field(tmp_path: Path) -> None:
     config = _write_config(tmp_path, "http://127.0.0.1:9/v2/query")
     lines = config.read_text().replace("timeout: 2s", "timeout: 2 minutes-ish").splitlines()

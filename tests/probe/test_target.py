@@ -19,6 +19,7 @@ from retrievers import FakeRetriever
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
+from ragcanary.measure.results import PathMiss
 from ragcanary.probe.retries import retry_after_seconds
 from ragcanary.probe.runner import run_suite
 from ragcanary.probe.target import HttpTarget, make_client
@@ -219,6 +220,59 @@ async def test_malformed_answers_are_bad_response_with_a_clear_reason_and_not_re
     assert answer.outcome == "bad_response"
     assert reason in answer.error
     assert (answer.ids, len(seen)) == ((), 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "miss", "reason"),
+    [
+        pytest.param(
+            {"results": [], "took": 3},
+            PathMiss("results", "hits", ("results", "took")),
+            "no list of hits at 'hits' (the answer holds the keys results, took)",
+            id="results-missing",
+        ),
+        pytest.param(
+            {"hits": {"a": 1}},
+            PathMiss("results", "hits", ("hits",)),
+            "'hits' is {\"a\": 1}, not a list of hits",
+            id="results-not-a-list",
+        ),
+        pytest.param(
+            [{"id": "a"}],
+            PathMiss("results", "hits", ()),
+            "no list of hits at 'hits' (the answer holds no keys (no JSON object))",
+            id="answer-not-an-object",
+        ),
+        pytest.param(
+            {"hits": [{"doc": "a", "score": 1}, {"doc": "b", "rank": 2}]},
+            PathMiss("id", "id", ("doc", "score", "rank")),
+            "hits[0]: no id at 'id' (the hits hold the keys doc, score, rank)",
+            id="id-in-no-hit",
+        ),
+        pytest.param(
+            {"hits": [{"id": "a", "relevance": 1}]},
+            PathMiss("score", "score", ("id", "relevance")),
+            "hits[0]: no score at 'score' (set score: null if the target returns none) "
+            "(the hits hold the keys id, relevance)",
+            id="score-in-no-hit",
+        ),
+        pytest.param(
+            {"hits": [{"id": "a", "score": 1}, {"score": 2}]},
+            None,
+            "hits[1]: no id at 'id'",
+            id="id-in-some-hits-is-the-target-s-data",
+        ),
+    ],
+)
+async def test_a_path_that_finds_nothing_in_an_answer_says_what_the_answer_holds(
+    body, miss, reason
+):
+    """Issue 34 item 7: the answer's keys show which path to write; the miss marks a config
+    that does not fit the answer (the run decides whether all of them missed)."""
+    target, client = mock_target(answers(httpx.Response(200, json=body))[0])
+    async with client:
+        answer = await target.search("q", 10)
+    assert (answer.outcome, answer.error, answer.miss) == ("bad_response", reason, miss)
 
 
 async def test_the_first_malformed_hit_is_named_its_id_before_its_score():

@@ -17,7 +17,7 @@ from ragcanary.probe.cycle import run_cycle, settings_for
 from ragcanary.probe.target import make_client
 from ragcanary.reports.report import failure_kinds, run_from_report, to_report
 from ragcanary.reports.table import render_report
-from ragcanary.suites.loaded import LoadedConfig
+from ragcanary.suites.loaded import LoadedConfig, locate
 
 
 @contextmanager
@@ -107,8 +107,20 @@ async def run_once(
         warning = _unanswered_warning(report)
         if warning:
             Console(stderr=True).print(warning, style="yellow", markup=False)
+        _print_misread(loaded, evaluation)
         reports.append(report)
     return reports
+
+
+def _print_misread(loaded: LoadedConfig, evaluation: Evaluation) -> None:
+    """The config field whose path fit none of the answers, located like a config error."""
+    found = evaluation.misread
+    if found is None:
+        return
+    where = ("targets", found.target, found.field)
+    problem = locate(loaded, where, found.message, found.fix)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(f"ragcanary: {problem}", markup=False)
 
 
 async def compare_targets(
@@ -119,6 +131,9 @@ async def compare_targets(
     second = await _evaluate_pair(loaded, suite, target_b, console, baseline=first.run)
     reports = [to_report(first), to_report(second)]
     for evaluation in (first, second):
+        if evaluation.misread is not None:
+            _print_misread(loaded, evaluation)
+            return 2, reports
         if evaluation.verdict.outcome == "unavailable":
             console.print(
                 f"[yellow]{evaluation.run.target} was unavailable "

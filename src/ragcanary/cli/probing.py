@@ -22,7 +22,7 @@ from ragcanary.cli.common import (
     write_output,
 )
 from ragcanary.errors import UsageError
-from ragcanary.reports.report import dump_text, load_reports
+from ragcanary.reports.report import config_failure, dump_text, load_reports
 from ragcanary.suites.loaded import config_path
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -74,6 +74,9 @@ def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
     outcomes = {r["outcome"] for r in reports}
     if "regression" in outcomes:
         return EXIT_REGRESSION
+    # Unavailable because the config's response paths fit none of the answers: a config error.
+    if any(config_failure(r) for r in reports):
+        return EXIT_USAGE
     if "unavailable" in outcomes:
         return EXIT_UNAVAILABLE
     return EXIT_OK

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ragcanary.measure.drift import Drift, align_run, compare_runs
+from ragcanary.measure.misread import Misread, misread
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import RunScores, score_run
 from ragcanary.measure.settings import Settings
 from ragcanary.measure.vectors import EmbeddingDrift, compare_vectors
-from ragcanary.measure.verdict import Verdict, judge
+from ragcanary.measure.verdict import Failure, Verdict, judge
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class Evaluation:
     drift: Drift | None = None
     baseline_run_id: str | None = None
     embedding: EmbeddingDrift | None = None  # query vectors vs the baseline's, when embedded
+    # Set when the run is unavailable because the target's response paths fit none of its
+    # answers: the config is wrong, the target is up (the verdict's one failure says so).
+    misread: Misread | None = None
 
 
 def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = None) -> Evaluation:
@@ -43,11 +47,22 @@ def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = No
     order = settings.score_order
     scores = score_run(run, ks, depth, gain, order)
     if baseline is None:
-        return Evaluation(run, scores, judge(scores, run.coverage, policy))
+        verdict, found = _misread(run, judge(scores, run.coverage, policy))
+        return Evaluation(run, scores, verdict, misread=found)
     baseline_scores = score_run(baseline, ks, depth, gain, order)
     drift = compare_runs(run, baseline, depth, settings.score_drift)
     aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift), order)
     noise_free = None if aligned is run else score_run(aligned, ks, depth, gain, order)
     verdict = judge(scores, run.coverage, policy, baseline_scores, drift, noise_free)
+    verdict, found = _misread(run, verdict)
     embedding = compare_vectors(run, baseline)
-    return Evaluation(run, scores, verdict, drift, baseline.run_id, embedding)
+    return Evaluation(run, scores, verdict, drift, baseline.run_id, embedding, found)
+
+
+def _misread(run: RunResult, verdict: Verdict) -> tuple[Verdict, Misread | None]:
+    """An unavailable run whose answers its config misread keeps its outcome (nothing could be
+    judged), with the config as its one failure instead of "did not answer enough queries"."""
+    found = misread(run) if verdict.outcome == "unavailable" else None
+    if found is None:
+        return verdict, None
+    return replace(verdict, failures=[Failure("config", str(found))]), found

@@ -29,6 +29,23 @@ ANSWERED: frozenset[Outcome] = frozenset({"ok", "empty"})
 ScoreOrder = Literal["desc", "asc"]
 
 
+PathField = Literal["results", "id", "score"]  # the response paths of a target's config
+
+
+@dataclass(frozen=True)
+class PathMiss:
+    """An answer that came back (2xx, JSON) in which a configured response path found nothing.
+
+    ``keys`` are the keys present where the path was looked for: the answer's own (``results``),
+    or its hits' (``id``, ``score``). A run whose every answer is such a miss has a wrong config,
+    not a target outage.
+    """
+
+    field: PathField
+    path: str
+    keys: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Answer:
     """What one query to a target produced: the ranked ids in the target's order, or a failure."""
@@ -38,6 +55,7 @@ class Answer:
     latency_s: float
     outcome: Outcome
     error: str | None = None  # human-readable reason when outcome is a failure; never a secret
+    miss: PathMiss | None = None  # a bad_response whose JSON the configured paths did not fit
 
     @property
     def answered(self) -> bool:

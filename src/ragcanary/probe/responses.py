@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -127,6 +127,14 @@ def preview(body: bytes, hide: Callable[[str], str]) -> str:
     if text.startswith("<"):
         return f"it looks like HTML ({_excerpt(text, 40, hide)!r})"
     return f"it starts with {_excerpt(text, 40, hide)!r}"
+
+
+def holding(keys: Sequence[str], what: str) -> str:
+    """``the answer holds the keys data, took``: what an answer the paths missed does hold."""
+    verb = "hold" if what.endswith("s") else "holds"
+    if not keys:
+        return f"{what} {verb} no keys (no JSON object)"
+    return f"{what} {verb} the keys {', '.join(keys)}"
 
 
 def show(value: Any, hide: Callable[[str], str]) -> str:

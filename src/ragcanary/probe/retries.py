@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from ragcanary.measure.results import Outcome
+from ragcanary.measure.results import Outcome, PathMiss
 
 BACKOFF_BASE_S = 0.2
 MAX_RETRY_DELAY_S = 30.0  # a Retry-After of an hour must not stall a canary cycle
@@ -37,10 +37,19 @@ def backoff_delay(attempt: int, jitter: float, base: float = BACKOFF_BASE_S) -> 
 
 
 class QueryFailed(Exception):
-    """One attempt failed; carries the outcome, a reason for people and an optional Retry-After."""
+    """One attempt failed; carries the outcome, a reason for people, an optional Retry-After,
+    and for an answer that the configured paths did not fit, what they missed (``miss``)."""
 
-    def __init__(self, outcome: Outcome, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        outcome: Outcome,
+        reason: str,
+        retry_after: float | None = None,
+        *,
+        miss: PathMiss | None = None,
+    ) -> None:
         super().__init__(reason)
         self.outcome: Outcome = outcome
         self.reason = reason
         self.retry_after = retry_after
+        self.miss = miss

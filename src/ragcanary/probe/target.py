@@ -22,13 +22,14 @@ from jmespath.exceptions import JMESPathError
 from ragcanary import __version__
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
-from ragcanary.measure.results import Answer, Outcome
+from ragcanary.measure.results import Answer, Outcome, PathField, PathMiss
 from ragcanary.probe.responses import (
     ACCEPT_ENCODING,
     decode_json,
     describe,
     error_snippet,
     first_line,
+    holding,
     kind,
     not_json,
     read_capped,
@@ -47,6 +48,10 @@ from ragcanary.redact import Redactor
 
 MAX_REDIRECTS = 5
 MAX_ID_LENGTH = 512  # longer ids are no document ids, and would bloat every stored run
+# An answer that the response paths do not fit is described by the keys it holds, this many
+# at most, each cut to this length (enough to spot `matches` beside `took` and `status`).
+MAX_KEYS_SHOWN = 20
+MAX_KEY_LENGTH = 60
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
 
@@ -231,7 +236,8 @@ class HttpTarget:
                         if attempt == 1
                         else f"{failure.reason} (after {attempt} attempts)"
                     )
-                    return Answer((), (), latency, failure.outcome, self._redact(reason))
+                    reason = self._redact(reason)
+                    return Answer((), (), latency, failure.outcome, reason, failure.miss)
                 await self._sleep(self._retry_delay(attempt - 1, failure))
                 continue
             latency = self._clock() - started
@@ -376,11 +382,13 @@ class HttpTarget:
         try:
             hits = self._results(document)
             if hits is None:
-                raise QueryFailed("bad_response", f"no list of hits at {where!r}")
+                miss = self._miss("results", where, document)
+                reason = f"no list of hits at {where!r} ({holding(miss.keys, 'the answer')})"
+                raise QueryFailed("bad_response", reason, miss=miss)
             if not isinstance(hits, list):
-                raise QueryFailed(
-                    "bad_response", f"{where!r} is {show(hits, hide)}, not a list of hits"
-                )
+                miss = self._miss("results", where, document)
+                reason = f"{where!r} is {show(hits, hide)}, not a list of hits"
+                raise QueryFailed("bad_response", reason, miss=miss)
             # Only the top k are stored, so a malformed hit below the cut must not fail the query.
             top = hits[:k]
             try:
@@ -388,17 +396,39 @@ class HttpTarget:
                 if self._score is None:
                     return ids, (None,) * len(ids)
                 return ids, tuple(map(self._hit_score, top, range(len(top))))
-            except QueryFailed:
-                # Name the first problem in hit order, a hit's id before its score.
-                for index, hit in enumerate(top):
-                    self._hit_id(hit, index)
-                    if self._score is not None:
-                        self._hit_score(hit, index)
-                raise
+            except QueryFailed as failure:
+                raise self._first_problem(top, failure) from None
         except JMESPathError as exc:
             raise QueryFailed(
                 "bad_response", f"cannot apply response paths: {first_line(exc, hide)}"
             ) from exc
+
+    def _first_problem(self, top: list[Any], failure: QueryFailed) -> QueryFailed:
+        """The first problem in hit order (a hit's id before its score), and when a path
+        found nothing in any of the hits, what it missed: the config, not the target, is wrong."""
+        first = failure
+        try:
+            for index, hit in enumerate(top):
+                self._hit_id(hit, index)
+                if self._score is not None:
+                    self._hit_score(hit, index)
+        except QueryFailed as found:
+            first = found
+        miss = None
+        if all(self._id(hit) is None for hit in top):
+            miss = self._miss("id", self._config.id, *top)
+        elif self._score is not None and all(self._score(hit) is None for hit in top):
+            miss = self._miss("score", str(self._config.score), *top)
+        if miss is None:
+            return first
+        reason = f"{first.reason} ({holding(miss.keys, 'the hits')})"
+        return QueryFailed("bad_response", reason, miss=miss)
+
+    def _miss(self, field: PathField, path: str, *found: Any) -> PathMiss:
+        """What ``path`` (of ``field``) missed, with the keys of the objects in ``found``."""
+        keys = dict.fromkeys(key for value in found if isinstance(value, dict) for key in value)
+        shown = [self._redact(str(key))[:MAX_KEY_LENGTH] for key in list(keys)[:MAX_KEYS_SHOWN]]
+        return PathMiss(field, path, tuple(shown))
 
     def _hit_id(self, hit: Any, index: int) -> str:
         """The id of the ``index``-th hit, as a string with any secret in it masked."""

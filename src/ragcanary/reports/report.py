@@ -92,6 +92,15 @@ def failure_kinds(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return kinds
 
 
+def config_failure(report: Mapping[str, Any]) -> str | None:
+    """Why a run could not be read at all, when its config is to blame: the message of its
+    ``config`` failure (the target answered, its response paths fit none of the answers)."""
+    for failure in report.get("failures") or ():
+        if isinstance(failure, Mapping) and failure.get("kind") == "config":
+            return str(failure.get("message"))
+    return None
+
+
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
     """The report dict of one evaluated run, exactly the contract's keys plus a few additions."""
     run, scores, verdict, drift, vectors = (

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ragcanary.reports.report import unanswered
+from ragcanary.reports.report import config_failure, unanswered
 
 _STYLE = {"ok": "bold green", "regression": "bold red", "unavailable": "bold yellow"}
 _LABEL = {"ok": "PASS", "regression": "REGRESSION", "unavailable": "UNAVAILABLE"}
@@ -84,8 +84,10 @@ def worst_cases(report: Mapping[str, Any], limit: int = 10) -> Table | None:
 
 def summary_line(report: Mapping[str, Any]) -> Text:
     outcome = report["outcome"]
+    # Unavailable, but not for the target's fault: its answers did not fit the config.
+    label = ("CONFIG ERROR", "bold red") if config_failure(report) else None
     text = Text.assemble(
-        (_LABEL[outcome], _STYLE[outcome]),
+        label or (_LABEL[outcome], _STYLE[outcome]),
         f"  suite {report['suite']} · target {report['target']} · ",
         f"coverage {report['coverage']:.0%} · {report['counts']['cases']} cases · ",
         f"{report['duration_s']:.2f}s",

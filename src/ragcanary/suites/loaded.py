@@ -113,6 +113,17 @@ def load_config(
     return LoadedConfig(config, path, suites, secrets)
 
 
+def locate(loaded: LoadedConfig, path: NodePath, message: str, fix: str) -> Problem:
+    """A problem at ``path`` of ``loaded``'s config file, found after loading (by a run): the
+    file is read again for its line, or named without one if it can no longer be read."""
+    file = str(loaded.path)
+    try:
+        data, lines = load_yaml(read_text(loaded.path, file, ""), file, [])
+    except ConfigError:
+        return Problem(file, dotted(path), message, fix)
+    return Document(file, data, lines).problem(path, message, fix)
+
+
 class _TargetsNeedNoSecrets(Mapping[str, str]):
     """``environ`` plus ``unset`` for every variable that only the targets and embeddings use."""
 
