@@ -23,6 +23,7 @@ CONTRACT = {
     "RagCanaryRankChurn",
     "RagCanaryNegativeLeak",
     "RagCanaryTargetUnavailable",
+    "RagCanaryAnswersUnreadable",  # issue 34: a config that fits no answer is no outage
     "RagCanaryStale",
     "RagCanarySlowQueries",
     "RagCanaryConfigReloadFailed",

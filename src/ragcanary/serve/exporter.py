@@ -14,8 +14,9 @@ from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
 from ragcanary.measure.results import ANSWERED, OUTCOMES
+from ragcanary.reports.report import config_failure
 from ragcanary.serve.exposition import MergedCollector, PairSeries, join_text
-from ragcanary.serve.families import CANDIDATE_SIGNALS, PairFamilies, ProcessFamilies
+from ragcanary.serve.families import CANDIDATE_SIGNALS, CAUSES, PairFamilies, ProcessFamilies
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
 
@@ -129,6 +130,8 @@ class Exporter:
             self._child(self._f.skipped, pair)
             for query_outcome in OUTCOMES:
                 self._child(self._f.queries, pair, query_outcome)
+            for cause in CAUSES:
+                self._child(self._f.diagnosis, pair, cause)
             self._child(self._f.query_duration, pair)
             self._child(self._f.run_duration, pair)
             if spec.per_case_metrics:
@@ -189,6 +192,13 @@ class Exporter:
         if outcome in ("ok", "regression"):
             self._child(self._f.last_success, pair).set(finished)
             self._observe_quality(pair, layout, report, cases)
+        if outcome in RUN_OUTCOMES:
+            # Answers its config cannot read are no outage: the alerts tell them apart by this.
+            named = None
+            if outcome == "unavailable":
+                named = "config" if config_failure(report) else "outage"
+            for cause in CAUSES:
+                self._child(self._f.diagnosis, pair, cause).set(1 if cause == named else 0)
         # The pair's text is rendered now, as its run ends, not by the next scrape: at 200
         # pairs a scrape would otherwise render every pair that ran since the one before, tens
         # of milliseconds on a busy event loop (docs/performance.md, "Scale of one daemon").

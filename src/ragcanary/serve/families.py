@@ -15,6 +15,9 @@ RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 60
 STORAGE_OPERATIONS = ("read", "write", "check")
 # serve/intake.py's signals and the reasons it refuses or drops a report for.
 CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
+# The causes of ragcanary_diagnosis a run names today: why it was unavailable. An answered run
+# sets both to 0 (DESIGN.md's other causes explain regressions, which are not named yet).
+CAUSES = ("outage", "config")
 CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap")
 M = TypeVar("M", bound=MetricWrapperBase)
 
@@ -108,6 +111,12 @@ class PairFamilies:
         )
         self.threshold = self._gauge(
             "threshold", "A threshold of the suite's verdict (max_drop, floors, ...).", "name"
+        )
+        self.diagnosis = self._gauge(
+            "diagnosis",
+            "1 for the cause the last run names (outage: the target did not answer; config: it"
+            " answered, but the response paths fit none of its answers), 0 for the others.",
+            "cause",
         )
         self.interval = self._gauge(
             "interval_seconds", "The schedule's interval between runs (cron: the median gap)."

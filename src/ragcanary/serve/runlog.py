@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 
-from ragcanary.reports.report import failure_kinds
+from ragcanary.reports.report import config_failure, failure_kinds
 
 log = structlog.get_logger("ragcanary")
 
@@ -19,8 +19,9 @@ def log_run(report: Mapping[str, Any]) -> None:
         m: v for m, v in metrics.items() if m.startswith(("hit_rate@", "ndcg@")) or m == "mrr"
     }
     baseline = report.get("baseline") or {}
-    regression = report["outcome"] == "regression"
-    (log.warning if regression else log.info)(
+    # A config its target's answers do not fit is said once per run, here, with the fix.
+    failed = report["outcome"] == "regression" or config_failure(report) is not None
+    (log.warning if failed else log.info)(
         "run",
         suite=report["suite"],
         target=report["target"],
@@ -30,7 +31,7 @@ def log_run(report: Mapping[str, Any]) -> None:
         run_id=report["run_id"],
         rank_overlap=baseline.get("rank_overlap"),
         score_drift=baseline.get("score_drift"),
-        reasons=[f["message"] for f in report.get("failures") or ()] if regression else None,
+        reasons=[f["message"] for f in report.get("failures") or ()] if failed else None,
         **key_metrics,
     )
     kinds = failure_kinds(report)
