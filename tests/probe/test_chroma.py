@@ -133,6 +133,50 @@ def test_a_missing_collection_names_the_ones_that_exist(chroma: str, tmp_path: P
     assert "handbook" in error
 
 
+@pytest.mark.parametrize("suffix", ["/api/v2", "/api/v2/", "/api/v1"])
+def test_a_url_that_ends_in_the_api_prefix_is_refused_with_the_fix(
+    chroma: str, tmp_path: Path, suffix: str
+) -> None:
+    """Issue 34: the preset adds /api/v2 itself; the doubled prefix made every lookup a 404,
+    said as "collection not found". validate, validate --live and run now say what is wrong."""
+    name = {"/api/v2": "prefixed", "/api/v2/": "slashed", "/api/v1": "older"}[suffix]
+    _collection(chroma, name)
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        config = _config(tmp_path, chroma + suffix, embedder.url, name)
+        line = config.read_text().splitlines().index(f"    url: {chroma}{suffix}") + 1
+        results = [
+            CliRunner().invoke(app, ["validate", "-c", str(config)]),
+            _validate_live(config),
+            _run(config, tmp_path / "report.json"),
+        ]
+    for result in results:
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        adds = "which the chroma preset adds" if "v2" in suffix else "and the chroma preset adds"
+        assert (
+            f"targets.kb.url: {chroma + suffix!r} ends in {suffix.rstrip('/')}, {adds} /api/v2 "
+            f"itself ({config} line {line}); write url: {chroma}, the server's root"
+        ) in said
+        assert "not found" not in said
+
+
+def test_a_url_that_is_not_the_server_s_root_is_said_to_be_one_to_check(
+    chroma: str, tmp_path: Path
+) -> None:
+    """A prefix validate cannot know (a proxy path): the lookup and the list both 404."""
+    _collection(chroma, "behind")
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        report = tmp_path / "report.json"
+        result = _run(_config(tmp_path, chroma + "/chroma", embedder.url, "behind"), report)
+    assert result.exit_code == 3, result.output
+    error = json.loads(report.read_text())["cases"][0]["error"]
+    assert "collection 'behind' not found in default_tenant/default_database" in error
+    assert (
+        "the list of collections answered HTTP 404 too: check that url: is the server's root"
+        in error
+    )
+
+
 def test_a_wrong_dimension_says_both_numbers(chroma: str, tmp_path: Path) -> None:
     _collection(chroma, "eight")
     with EmbeddingServer(dimensions=5) as embedder:

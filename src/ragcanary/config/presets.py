@@ -1,4 +1,4 @@
-"""What the weaviate, vespa and rushdb presets need of a target's config.
+"""What the weaviate, vespa, rushdb and chroma presets need of a target's config.
 
 A Weaviate class and property names, and Vespa's sources, fields and query tensor, are
 written into the text of a GraphQL or YQL query: each must be a plain name, checked here,
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.sql import check_pgvector
@@ -18,6 +19,7 @@ from ragcanary.config.sql import check_pgvector
 if TYPE_CHECKING:
     from ragcanary.config.target import TargetConfig
 
+_API_PREFIX = re.compile(r"(/api/v[0-9]+)/*$")  # Chroma's versioned API, at the url's end
 NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]*")  # a GraphQL name; also a Vespa identifier
 WEAVIATE_CLASS = re.compile(r"[A-Z][_0-9A-Za-z]*")
 DOTTED_NAME = re.compile(r"[_A-Za-z][_0-9A-Za-z]*(\.[_A-Za-z][_0-9A-Za-z]*)*")
@@ -26,6 +28,23 @@ OWN_FIELDS = {"search": "weaviate", "rank_profile": "vespa", "query_tensor": "ve
 OWN_FIELDS |= dict.fromkeys(
     ("dsn", "table", "id_column", "vector_column", "distance", "where"), "pgvector"
 )
+
+
+def check_chroma_url(config: TargetConfig) -> None:
+    """A url that ends in Chroma's API prefix: the preset adds /api/v2 itself, so every request
+    would go to /api/v2/api/v2/... and every lookup say "collection not found"."""
+    parts = urlsplit(config.url)
+    found = _API_PREFIX.search(parts.path)
+    if found is None:
+        return
+    prefix = found.group(1)
+    root = urlunsplit((parts.scheme, parts.netloc, parts.path[: found.start()], "", ""))
+    adds = "which the chroma preset adds" if prefix == "/api/v2" else "and the chroma preset adds"
+    raise _fix(
+        f"{config.url!r} ends in {prefix}, {adds} /api/v2 itself",
+        f"write url: {root}, the server's root",
+        "url",
+    )
 
 
 def check_own_fields(config: TargetConfig) -> None:

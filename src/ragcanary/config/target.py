@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from ragcanary.config.fields import PerSecond, Seconds, Strict
-from ragcanary.config.presets import PRESET_CHECKS, check_own_fields
+from ragcanary.config.presets import PRESET_CHECKS, check_chroma_url, check_own_fields
 from ragcanary.config.problems import fix_error as _fix
 
 URL_EXAMPLE = "http://127.0.0.1:8088/search"
@@ -182,6 +182,8 @@ class TargetConfig(Strict):
         check_own_fields(self)
         if self.preset != "pgvector" and "url" not in self.model_fields_set:
             raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
+        if self.preset == "chroma":
+            check_chroma_url(self)
         if self.preset == "http":
             return self
         if self.preset in PRESET_CHECKS:

@@ -72,7 +72,15 @@ class CollectionTarget(HttpTarget):
         message = f"collection {self._collection!r} not found" + (f" in {where}" if where else "")
         try:
             names = sorted(await self._list_names())
-        except (QueryFailed, ValueError, TypeError, KeyError, AttributeError):
+        except QueryFailed as failure:
+            if failure.outcome == "http_4xx" and " 404 " in f" {failure.reason} ":
+                # Nothing at all under this url: a path before the API's (a proxy's prefix?).
+                return (
+                    f"{message}, and the list of collections answered HTTP 404 too: check that "
+                    f"url: is the server's root ({self._config.url})"
+                )
+            return f"{message}; check collection:"
+        except (ValueError, TypeError, KeyError, AttributeError):
             return f"{message}; check collection:"
         if not names:
             return f"{message}, where there are no collections"
