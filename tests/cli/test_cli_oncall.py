@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 from daemon_harness import DaemonProcess, config_yaml, free_port, running
-from retrievers import FakeRetriever, graded_corpus, target_entry
+from retrievers import FakeRetriever, ServerThread, graded_corpus, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -100,3 +101,34 @@ def test_an_unreachable_daemon_is_exit_2_with_what_to_check(tmp_path: Path) -> N
     result = _cli("runs", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.exit_code == 2
     assert "cannot reach the daemon" in result.stderr  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>not a daemon</html>", b"[" * 100_000 + b"]" * 100_000],
+    ids=["html", "nested-too-deep"],
+)
+def test_an_answer_that_is_not_readable_json_is_exit_2_asking_if_it_is_a_daemon(
+    body: bytes,
+) -> None:
+    """Issue 34 item 9: JSON nested deeper than the decoder follows is no traceback either."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ServerThread(Handler)
+    try:
+        host, port = server.address
+        result = _cli("runs", "--url", f"http://{host}:{port}")
+    finally:
+        server.stop()
+    assert result.exit_code == 2, result.output
+    assert "without JSON; is this a ragcanary daemon?" in result.stderr  # type: ignore[attr-defined]

@@ -321,6 +321,18 @@ async def test_the_pin_form_pins_with_the_admin_token_only(
     assert daemon.store.get_baseline("core", "mirror") is None
 
 
+async def test_a_pin_form_whose_pair_is_json_nested_too_deep_pins_nothing(
+    daemon: Daemon, ui: httpx.AsyncClient
+) -> None:
+    """Issue 34 item 9: the decoder's RecursionError is an unknown pair, not a 500."""
+    first = await daemon.run_now(VENDOR)
+    nested = "[" * 2_500 + "]" * 2_500
+    form = {"pair": nested, "run_id": first["run_id"], "token": ADMIN_TOKEN}
+    refused = await ui.post("/ui/baselines", data=form)
+    assert refused.status_code == 404
+    assert daemon.store.get_baseline("core", "vendor") == first["run_id"]  # pinned by itself
+
+
 async def test_the_pages_add_no_write_route_but_the_pin_form(daemon: Daemon) -> None:
     app = create_app(daemon)
     writes = {

@@ -28,7 +28,7 @@ def fetch(url: str, path: str, **params: Any) -> Any:
         ) from None
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # the decoder's own error for JSON nested too deep
         raise UsageError(
             f"--url {url}: {path} answered HTTP {response.status_code} without JSON; is this "
             "a ragcanary daemon?"

@@ -293,7 +293,7 @@ def _pair(value: str) -> tuple[str, str]:
     """The suite and target of the form's pair field (a JSON array of the two names)."""
     try:
         pair = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deep to decode
         return "", ""
     if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
         return pair[0], pair[1]
