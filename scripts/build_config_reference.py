@@ -205,7 +205,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "GET",
     ),
     "TargetConfig.headers": (
-        "Sent with every query; values are secrets (never logged). `${VAR}` from the environment.",
+        "Sent with every query; values are secrets (never logged; a returned id that equals one is refused, one that only contains it is kept as returned). `${VAR}` from the environment.",
         '{Authorization: "Bearer ${DOCS_TOKEN}"}',
     ),
     "TargetConfig.body": (

@@ -122,3 +122,20 @@ def test_redacting_stays_linear_for_a_secret_that_could_make_a_regex_backtrack()
     started = time.perf_counter()
     assert Redactor([secret])(body) == body
     assert time.perf_counter() - started < 2.0  # milliseconds when linear; never ends if not
+
+
+@pytest.mark.parametrize(
+    ("secrets", "text", "expected"),
+    [
+        (["acme"], "acme", True),
+        (["acme"], "acme-doc-1", False),
+        (["acme"], "ACME", False),
+        (["acme", "tok-9"], "tok-9", True),
+        (["p@ss word"], "p%40ss%20word", True),
+        (["ab"], "ab", False),  # too short to be treated as a secret
+        ([], "anything", False),
+    ],
+)
+def test_holds_a_secret_whole_only_for_a_text_that_is_one(secrets, text, expected):
+    """What lets a target refuse an id that is a secret, and keep one that contains it."""
+    assert Redactor(secrets).is_secret(text) is expected

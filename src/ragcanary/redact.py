@@ -40,7 +40,7 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self.secrets = frozenset(s for s in secrets if len(s) >= MIN_SECRET_LENGTH)
-        self._pattern = _compiled(self.secrets)
+        self._whole, self._pattern = _compiled(self.secrets)
 
     def __call__(self, text: str) -> str:
         """``text`` with every secret replaced by ``***``."""
@@ -48,14 +48,28 @@ class Redactor:
             return text
         return self._pattern.sub(MASK, text)
 
+    def is_secret(self, text: str) -> bool:
+        """Whether ``text`` is, whole, one of the secrets (or its URL-encoding).
+
+        What a target refuses to keep as a returned id: an id that only *contains* a
+        secret's characters is the target's data (``acme-doc-1`` with a tenant ``acme``).
+        """
+        return text in self._whole
+
+    def including(self, secrets: Iterable[str]) -> Redactor:
+        """A redactor of these secrets and ``secrets`` (one pattern: longest first across
+        both, which two redactors applied in turn would not be)."""
+        return Redactor(self.secrets.union(secrets))
+
 
 @functools.lru_cache(maxsize=64)
-def _compiled(secrets: frozenset[str]) -> re.Pattern[str] | None:
-    """The pattern of every form of ``secrets``.
+def _compiled(secrets: frozenset[str]) -> tuple[frozenset[str], re.Pattern[str] | None]:
+    """The forms of ``secrets`` that are one whole, and the pattern of every form.
 
     Cached: every run makes its targets' redactors again from the same secrets, and building
     the pattern costs milliseconds.
     """
+    whole: set[str] = set()
     patterns: list[str] = []
     # Longest first: the regex takes the first alternative that matches at a position,
     # so a secret that contains another is masked whole rather than leaving a tail.
@@ -63,12 +77,13 @@ def _compiled(secrets: frozenset[str]) -> re.Pattern[str] | None:
         # A lone surrogate (a JSON "\ud800" escape) cannot be UTF-8: encode it anyway.
         quoted = quote(secret, safe="", errors="surrogatepass")
         plus = quote_plus(secret, safe="", errors="surrogatepass")
+        whole.update((secret, quoted, plus))
         # Escaped forms before the secret as it is: a JSON body's "a\\" is the secret a\
         # whole, where the secret itself would match its "a\" and leave a "\" behind.
         patterns += (_escaped(secret, _json_char), _escaped(secret, _html_char))
         patterns += map(re.escape, (secret, quoted, plus))
     unique = list(dict.fromkeys(patterns))
-    return re.compile("|".join(unique)) if unique else None
+    return frozenset(whole), re.compile("|".join(unique)) if unique else None
 
 
 def _escaped(secret: str, alternatives: Callable[[str], list[str]]) -> str:

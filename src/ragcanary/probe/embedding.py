@@ -53,7 +53,7 @@ def make_embedding_client(config: EmbeddingConfig) -> httpx.AsyncClient:
 
 
 async def open_embedder(
-    stack: AsyncExitStack, name: str, config: EmbeddingConfig, redact: Callable[[str], str]
+    stack: AsyncExitStack, name: str, config: EmbeddingConfig, redact: Redactor | None
 ) -> Embedder:
     """An ``Embedder`` for endpoint ``name`` whose client ``stack`` closes."""
     client = await stack.enter_async_context(make_embedding_client(config))
@@ -69,7 +69,7 @@ class Embedder:
         config: EmbeddingConfig,
         client: httpx.AsyncClient,
         *,
-        redact: Callable[[str], str] = lambda s: s,
+        redact: Redactor | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         jitter: Callable[[], float] = random.random,
@@ -80,8 +80,8 @@ class Embedder:
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
-        own = Redactor([v for v in config.headers.values() if v])
-        self._redact: Callable[[str], str] = lambda text: redact(own(text))
+        own = [v for v in config.headers.values() if v]
+        self._redact = (redact or Redactor(())).including(own)
 
     async def embed(self, texts: Sequence[str]) -> list[Embedded]:
         """One ``Embedded`` per text, in order; never raises for what the endpoint does."""
