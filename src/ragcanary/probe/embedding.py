@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.model import EmbeddingConfig
 from ragcanary.probe.responses import TooLarge, read_capped
 from ragcanary.probe.retries import QueryFailed, backoff_delay
@@ -80,7 +81,10 @@ class Embedder:
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
-        own = [v for v in config.headers.values() if v]
+        # user:password@ in the URL goes as Authorization: Basic, off the URL (aiohttp
+        # refuses both at once), and is a secret like the headers' values.
+        self._url, self._headers = as_basic_auth(config.url, config.headers)
+        own = [v for v in config.headers.values() if v] + credential_secrets(config.url)
         self._redact = (redact or Redactor(())).including(own)
 
     async def embed(self, texts: Sequence[str]) -> list[Embedded]:
@@ -117,7 +121,7 @@ class Embedder:
         try:
             async with asyncio.timeout(config.timeout):
                 request = self._client.build_request(
-                    "POST", config.url, json=body, headers=config.headers
+                    "POST", self._url, json=body, headers=self._headers
                 )
                 response = await self._client.send(request, stream=True)
                 try:

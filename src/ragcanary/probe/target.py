@@ -21,6 +21,7 @@ import httpx
 from jmespath.exceptions import JMESPathError
 
 from ragcanary import __version__
+from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.measure.results import Answer, Outcome
@@ -118,6 +119,10 @@ class HttpTarget:
         headers' and URL's. ``jitter`` returns a number in [0, 1) that spreads each backoff
         over 0.5x-1.5x; ``wall_clock`` is only used to read Retry-After dates.
         """
+        secrets = _secret_values(config)
+        url, headers = as_basic_auth(config.url, config.headers)
+        if url != config.url:  # user:password@ goes as Authorization, a configured header
+            config = config.model_copy(update={"url": url, "headers": headers})
         given = config
         shape = self._shape(config)
         if shape:
@@ -139,7 +144,7 @@ class HttpTarget:
         self._headers = httpx.Headers({"Accept-Encoding": ACCEPT_ENCODING})
         self._headers.update(config.headers)
         self._posts = JsonPosts(client, config.url, self._headers)
-        self._redact = (redact or Redactor(())).including(_secret_values(config))
+        self._redact = (redact or Redactor(())).including(secrets)
         # Method, URL and body of the last request sent, for `validate --live` to show.
         self.last_request: tuple[str, str, bytes | None] | None = None
         self._setup(given)
@@ -478,15 +483,10 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 def _secret_values(config: TargetConfig) -> list[str]:
-    """Header values (and the credential after a scheme like ``Bearer``) and any URL password."""
+    """Header values (and the credential after a scheme like ``Bearer``) and any URL password
+    (as written, as sent, and as the Basic token made of it)."""
     secrets = []
     for value in config.headers.values():
         secrets.append(value)
         secrets.append(value.split()[-1] if value.split() else value)
-    try:
-        password = httpx.URL(config.url).password
-    except (httpx.InvalidURL, TypeError, ValueError):
-        password = None
-    if password:
-        secrets.append(password)
-    return secrets
+    return secrets + credential_secrets(config.url)
