@@ -110,6 +110,23 @@ def test_ids_holding_a_header_secret_score_and_are_stored_as_returned(
     assert tenant_retriever.requests[0].headers["X-Tenant"] == TENANT
 
 
+def test_validate_live_and_bootstrap_show_the_ids_as_returned(
+    tmp_path: Path, tenant_retriever: FakeRetriever
+) -> None:
+    """The first hits `validate --live` prints and a `bootstrap` draft's listed results."""
+    config = write_config(tmp_path, {"vendor": _tenant_target(tenant_retriever.url)})
+    live = ragcanary("validate", "--live", "-c", str(config), cwd=tmp_path, env=ENV)
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert "acme-doc-1" in live.stdout
+    (tmp_path / "queries.txt").write_text("reset password\n", encoding="utf-8")
+    args = ("bootstrap", "-c", str(config), "--target", "vendor", "--queries", "queries.txt")
+    draft = ragcanary(*args, cwd=tmp_path, env=ENV)
+    assert draft.returncode == 0, draft.stdout + draft.stderr
+    assert "acme-doc-1" in draft.stdout
+    assert "acme-doc-3" in draft.stdout
+    assert "***" not in live.stdout + draft.stdout
+
+
 def test_serve_stores_and_shows_the_ids_as_returned(
     tmp_path: Path, tenant_retriever: FakeRetriever
 ) -> None:
