@@ -92,7 +92,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     ),
     "Config.targets": ("Retrievers by name; see *targets.NAME*.", "{docs-search: {...}}"),
     "EmbeddingConfig.url": (
-        "The `/v1/embeddings` endpoint (OpenAI, Azure OpenAI, vLLM, TEI, Ollama, LiteLLM).",
+        "The `/v1/embeddings` endpoint (OpenAI, Azure OpenAI, vLLM, TEI, Ollama, LiteLLM). A `user:password@` in it is sent as `Authorization: Basic` (not with an Authorization header too); the password is a secret, never printed.",
         "http://embedder:8080/v1/embeddings",
     ),
     "EmbeddingConfig.model": ("The `model` sent with every request.", "all-MiniLM-L6-v2"),
@@ -131,7 +131,9 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     ),
     "TargetConfig.url": (
         "The retriever's endpoint; for a preset, the database server's base URL (`pgvector`"
-        " connects with `dsn` instead).",
+        " connects with `dsn` instead). A `user:password@` in it is taken off the URL and sent"
+        " as `Authorization: Basic` (not with an Authorization header too); the password is a"
+        " secret, never printed.",
         "http://127.0.0.1:8088/search",
     ),
     "TargetConfig.collection": (
@@ -205,7 +207,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "GET",
     ),
     "TargetConfig.headers": (
-        "Sent with every query; values are secrets (never logged). `${VAR}` from the environment.",
+        "Sent with every query; values are secrets (never logged; a returned id that equals one is refused, one that only contains it is kept as returned). `${VAR}` from the environment.",
         '{Authorization: "Bearer ${DOCS_TOKEN}"}',
     ),
     "TargetConfig.body": (

@@ -30,7 +30,8 @@ BASE: dict[str, Any] = {
         "docs-search": {
             "url": "http://user:${DOCS_TOKEN}@127.0.0.1:8088/search",
             "method": "POST",
-            "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"},
+            # Not Authorization: the URL's user:password is sent as that header.
+            "headers": {"X-Api-Key": "Bearer ${DOCS_TOKEN}"},
             "body": {"q": "{query}", "limit": "{k}"},
             "params": {"debug": "1"},
             "results": "hits",

@@ -115,3 +115,17 @@ async def test_a_lookup_answered_with_json_nested_too_deep_is_a_bad_response() -
         f"the answer of GET http://chroma.test:8000{COLLECTIONS}/docs is not JSON: "
         "JSON nested deeper than the JSON decoder follows"
     )
+
+
+async def test_ids_holding_the_token_are_kept_and_the_token_itself_is_refused() -> None:
+    """A preset's ids are read like the generic target's: never rewritten by the redactor."""
+    answer = {"ids": [["tok-91-a", "b-tok-91"]], "distances": [[0.1, 0.4]]}
+    refused = {"ids": [["a", "tok-91"]], "distances": [[0.1, 0.4]]}
+    handler, _ = _server([httpx.Response(200, json=answer), httpx.Response(200, json=refused)])
+    target, client = _target(handler)
+    async with client:
+        kept = await target.search("q", 3, [0.5, 0.25])
+        secret = await target.search("q", 3, [0.5, 0.25])
+    assert (kept.outcome, kept.ids) == ("ok", ("tok-91-a", "b-tok-91"))
+    assert (secret.outcome, secret.ids) == ("bad_response", ())
+    assert "tok-91" not in (secret.error or "")

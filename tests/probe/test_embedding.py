@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -170,3 +171,28 @@ async def test_the_api_key_never_appears_in_a_reason() -> None:
         (out,) = await embedder.embed(["q"])
     assert out.error is not None
     assert "sk-secret-77" not in out.error
+
+
+async def test_url_credentials_go_as_basic_auth_and_the_password_is_never_shown() -> None:
+    """``user:password@`` in the URL: sent as HTTP Basic (the password percent-decoded), off
+    the URL; an answer that echoes it back shows neither it nor the Basic token."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) == 1:
+            return httpx.Response(200, json=_answer(json.loads(request.content)))
+        return httpx.Response(401, text=f"bad {request.headers['authorization']} p@ss-w0rd")
+
+    url = URL.replace("http://", "http://svc:p%40ss-w0rd@")
+    embedder, client = _embedder(handler, url=url)
+    async with client:
+        (good,) = await embedder.embed(["q"])
+        (refused,) = await embedder.embed(["q"])
+    token = base64.b64encode(b"svc:p@ss-w0rd").decode()
+    assert good.vector is not None, good.error
+    assert seen[0].headers["authorization"] == f"Basic {token}"
+    assert str(seen[0].url) == URL
+    assert refused.error is not None
+    for shown in ("p@ss-w0rd", "p%40ss-w0rd", token):
+        assert shown not in refused.error

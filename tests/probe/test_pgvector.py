@@ -502,3 +502,52 @@ def test_a_stopped_server_cannot_tell() -> None:
         retries=0,
     )
     assert _missing(config, ["doc-0"]) is None
+
+
+def test_ids_holding_a_secret_s_characters_are_kept_and_one_that_is_a_secret_is_refused(
+    postgres: Postgres, tmp_path: Path
+) -> None:
+    """The tenant in ``where`` comes from ${TENANT} ("acme"), and every doc_id starts with it:
+    the ids are stored as the table holds them (not "***-doc-0") and score Hit@1 = 1. A row
+    whose id is the tenant itself fails its query without showing it."""
+    postgres.sql(
+        "CREATE TABLE tenant_docs (doc_id text NOT NULL, tenant text NOT NULL,"
+        f" embedding vector({DIMENSIONS}))"
+    )
+    rows = [
+        {"doc": "acme" if i == 9 else f"acme-doc-{i}", "vector": str(toy_vector(q, DIMENSIONS))}
+        for i, q in enumerate(QUERIES)
+    ]
+    with postgres.admin.begin() as conn:
+        conn.execute(
+            sqlalchemy.text(
+                "INSERT INTO tenant_docs VALUES (:doc, 'acme', CAST(:vector AS vector))"
+            ),
+            rows,
+        )
+    with EmbeddingServer(dimensions=DIMENSIONS) as embedder:
+        config = _config(
+            tmp_path,
+            postgres.dsn(),
+            embedder.url,
+            table="tenant_docs",
+            where="tenant = '${TENANT}'",
+        )
+        suite = json.loads((tmp_path / "suite.yaml").read_text())
+        for i, case in enumerate(suite["cases"]):
+            case["relevant"] = [f"acme-doc-{i}"]
+        (tmp_path / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
+        report = tmp_path / "report.json"
+        result = CliRunner().invoke(
+            app,
+            ["run", "-c", str(config), "--report", str(report)],
+            env={"COLUMNS": "400", "PG_PASSWORD": PASSWORD, "TENANT": "acme"},
+        )
+    assert result.exit_code in (0, 1), result.output
+    cases = json.loads(report.read_text())["cases"]
+    assert [case["ids"][0] for case in cases[:9]] == [f"acme-doc-{i}" for i in range(9)]
+    assert all(case["metrics"]["hit_rate@1"] == 1.0 for case in cases[:9])
+    assert (cases[9]["outcome"], cases[9]["ids"]) == ("bad_response", [])
+    assert "row 1" in cases[9]["error"]
+    assert "secret" in cases[9]["error"]
+    assert "acme" not in cases[9]["error"]

@@ -2,12 +2,14 @@
 
 Two servers on two ports are two origins: the first answers with a redirect, the second
 records every header it receives. Configured headers (secrets) must never reach another
-origin; ids echoing a secret or far too long must never be stored.
+origin (nor the Authorization a URL's ``user:password@`` becomes); ids that are a secret or
+far too long must never be stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -148,14 +150,62 @@ def test_an_id_over_512_characters_is_a_bad_response(origins: tuple[Origin, Orig
     assert answer.ids == ()
 
 
-def test_a_secret_echoed_as_an_id_is_masked_before_anything_keeps_it(
+def test_an_id_that_is_a_secret_is_refused_and_one_holding_it_is_kept(
+    origins: tuple[Origin, Origin],
+) -> None:
+    """An id that *is* a secret is never stored (the query fails, the reason does not show it);
+    an id that merely contains one is the target's data, stored as returned."""
+    first, _ = origins
+    first.answer = lambda path: (200, {}, {"hits": [{"id": SECRET, "score": 1.0}]})
+    refused = _search(f"{first.base}/search")
+    assert (refused.outcome, refused.ids) == ("bad_response", ())
+    assert SECRET not in (refused.error or "")
+    first.answer = lambda path: (200, {}, {"hits": [{"id": f"doc-{SECRET}", "score": 1.0}]})
+    kept = _search(f"{first.base}/search")
+    assert (kept.outcome, kept.ids) == ("ok", (f"doc-{SECRET}",))
+
+
+def _search_as_user(url: str, **fields: Any) -> Answer:
+    """A query to ``url``, which carries ``user:SECRET@``, with no configured header."""
+    config = TargetConfig(url=url, body={"q": "{query}"}, retries=0, **fields)
+
+    async def search() -> Answer:
+        async with make_client(config) as client:
+            return await HttpTarget("t", config, client, redact=Redactor([SECRET])).search("q", 5)
+
+    return asyncio.run(search())
+
+
+BASIC = "Basic " + base64.b64encode(f"user:{SECRET}".encode()).decode()
+
+
+def test_url_credentials_follow_a_redirect_within_the_origin(
     origins: tuple[Origin, Origin],
 ) -> None:
     first, _ = origins
-    first.answer = lambda path: (200, {}, {"hits": [{"id": f"doc-{SECRET}", "score": 1.0}]})
-    answer = _search(f"{first.base}/search")
-    assert answer.outcome == "ok"
-    assert answer.ids == ("doc-***",)
+    first.answer = lambda path: (
+        (307, {"Location": "/v2/search"}, {}) if path == "/search" else (200, {}, HITS)
+    )
+    answer = _search_as_user(f"{first.base.replace('//', f'//user:{SECRET}@')}/search")
+    assert answer.outcome == "ok", answer
+    assert [seen.get("authorization") for seen in first.seen] == [BASIC, BASIC]
+
+
+def test_url_credentials_are_dropped_on_a_redirect_to_another_origin(
+    origins: tuple[Origin, Origin],
+) -> None:
+    """The Authorization made from the URL's user:password is a configured header like any
+    other: with ``follow_redirects: any`` the other origin gets nothing of it."""
+    first, second = origins
+    first.answer = lambda path: (302, {"Location": f"{second.base}/search"}, {})
+    url = f"{first.base.replace('//', f'//user:{SECRET}@')}/search"
+    answer = _search_as_user(url, follow_redirects="any")
+    assert answer.outcome == "ok", answer
+    assert first.seen[0]["authorization"] == BASIC
+    assert len(second.seen) == 1
+    assert "authorization" not in second.seen[0]
+    assert SECRET not in json.dumps(second.seen)
+    assert BASIC.split()[1] not in json.dumps(second.seen)
 
 
 def test_the_production_client_follows_no_redirect_by_itself() -> None:

@@ -43,7 +43,7 @@ class Sleeps:
         self.delays.append(seconds)
 
 
-def mock_target(handler, sleep=None, clock=time.perf_counter, redact=lambda s: s, **fields):
+def mock_target(handler, sleep=None, clock=time.perf_counter, redact=None, **fields):
     """An HttpTarget over httpx.MockTransport with the contract's example API shape."""
     config = TargetConfig(
         **{"url": URL, "body": {"q": "{query}", "limit": "{k}"}, "retries": 0, **fields}
@@ -534,6 +534,41 @@ async def test_injected_redactor_scrubs_env_values_from_errors():
     assert answer.outcome == "connect_error"
     assert "hunter2-env" not in answer.error
     assert "***" in answer.error
+
+
+async def test_a_returned_id_holding_a_secret_s_characters_is_kept_as_returned():
+    """Ids are the target's data: ``acme-doc-1`` stays ``acme-doc-1`` when ``acme`` is a secret.
+
+    Rewriting it (``***-doc-1``) made a perfect retriever score Hit@k 0 and merged ids.
+    """
+    handler, _ = answers(httpx.Response(200, json=hits(("acme-doc-1", 0.9), ("doc-acme", 0.8))))
+    target, client = mock_target(
+        handler, redact=Redactor(["acme"]), headers={"X-Tenant": "acme", "X-Key": "Bearer k3y"}
+    )
+    async with client:
+        answer = await target.search("q", 10)
+    assert answer.outcome == "ok"
+    assert answer.ids == ("acme-doc-1", "doc-acme")
+
+
+@pytest.mark.parametrize("returned", ["acme", "Bearer k3y", "k3y-env-value", 4711])
+async def test_an_id_that_is_a_secret_is_refused_without_showing_it(returned):
+    """An id equal to a header value or a ${VAR} value is a bad response; the reason names the
+    hit and the path, never the value."""
+    handler, _ = answers(httpx.Response(200, json=hits(("doc-1", 0.9), (returned, 0.8))))
+    target, client = mock_target(
+        handler,
+        redact=Redactor(["k3y-env-value", "4711"]),
+        headers={"X-Tenant": "acme", "Authorization": "Bearer k3y"},
+    )
+    async with client:
+        answer = await target.search("q", 10)
+    assert answer.outcome == "bad_response"
+    assert answer.ids == ()
+    assert "hits[1]" in answer.error
+    assert "secret" in answer.error
+    assert str(returned) not in answer.error
+    assert "k3y" not in answer.error
 
 
 # --- construction -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
+from ragcanary.config.credentials import check_one_credential
 from ragcanary.config.fields import Floor, Floors, Interval, PerSecond, Seconds, Strict, quote_value
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
@@ -181,6 +182,11 @@ class EmbeddingConfig(Strict):
     @classmethod
     def _http_url(cls, url: str) -> str:
         return TargetConfig._http_url(url)
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> EmbeddingConfig:
+        check_one_credential(self.url, self.headers)
+        return self
 
 
 class Redaction(Strict):

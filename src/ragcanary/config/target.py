@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from ragcanary.config.credentials import check_one_credential
 from ragcanary.config.fields import PerSecond, Seconds, Strict
 from ragcanary.config.presets import PRESET_CHECKS, check_chroma_url, check_own_fields
 from ragcanary.config.problems import fix_error as _fix
@@ -180,6 +181,7 @@ class TargetConfig(Strict):
     @model_validator(mode="after")
     def _preset_needs(self) -> TargetConfig:
         check_own_fields(self)
+        check_one_credential(self.url, self.headers)
         if self.preset != "pgvector" and "url" not in self.model_fields_set:
             raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
         if self.preset == "chroma":

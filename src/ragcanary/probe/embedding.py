@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.model import EmbeddingConfig
 from ragcanary.probe.responses import TooDeep, TooLarge, decode_json, read_capped
 from ragcanary.probe.retries import QueryFailed, backoff_delay
@@ -52,7 +53,7 @@ def make_embedding_client(config: EmbeddingConfig) -> httpx.AsyncClient:
 
 
 async def open_embedder(
-    stack: AsyncExitStack, name: str, config: EmbeddingConfig, redact: Callable[[str], str]
+    stack: AsyncExitStack, name: str, config: EmbeddingConfig, redact: Redactor | None
 ) -> Embedder:
     """An ``Embedder`` for endpoint ``name`` whose client ``stack`` closes."""
     client = await stack.enter_async_context(make_embedding_client(config))
@@ -68,7 +69,7 @@ class Embedder:
         config: EmbeddingConfig,
         client: httpx.AsyncClient,
         *,
-        redact: Callable[[str], str] = lambda s: s,
+        redact: Redactor | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         jitter: Callable[[], float] = random.random,
@@ -79,8 +80,11 @@ class Embedder:
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
-        own = Redactor([v for v in config.headers.values() if v])
-        self._redact: Callable[[str], str] = lambda text: redact(own(text))
+        # user:password@ in the URL goes as Authorization: Basic, off the URL (aiohttp
+        # refuses both at once), and is a secret like the headers' values.
+        self._url, self._headers = as_basic_auth(config.url, config.headers)
+        own = [v for v in config.headers.values() if v] + credential_secrets(config.url)
+        self._redact = (redact or Redactor(())).including(own)
 
     async def embed(self, texts: Sequence[str]) -> list[Embedded]:
         """One ``Embedded`` per text, in order; never raises for what the endpoint does."""
@@ -116,7 +120,7 @@ class Embedder:
         try:
             async with asyncio.timeout(config.timeout):
                 request = self._client.build_request(
-                    "POST", config.url, json=body, headers=config.headers
+                    "POST", self._url, json=body, headers=self._headers
                 )
                 response = await self._client.send(request, stream=True)
                 try:

@@ -6,6 +6,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Literal
 
+from ragcanary.config.credentials import without_credentials
 from ragcanary.measure.results import Answer
 from ragcanary.measure.stale import StaleLabel, relevant_ids, stale_labels
 from ragcanary.probe.embedding import open_embedder
@@ -56,7 +57,8 @@ async def check_target(loaded: LoadedConfig, name: str, query: str) -> LiveCheck
                 reason = embedded.error or "the query could not be embedded"
                 failed = Answer((), (), embedded.latency_s, "embedding_error", reason)
                 verdict: Verdict = "unreachable" if embedded.unreachable else "config"
-                request = f"POST {endpoint.url} (embedding {config.embedding})"
+                url = without_credentials(endpoint.url)
+                request = f"POST {url} (embedding {config.embedding})"
                 return LiveCheck(name, query, redact(request), failed, verdict)
             vector = embedded.vector
         client = await stack.enter_async_context(make_client(config))

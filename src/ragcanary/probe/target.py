@@ -20,6 +20,7 @@ import httpx
 from jmespath.exceptions import JMESPathError
 
 from ragcanary import __version__
+from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.measure.results import Answer, Outcome, PathField, PathMiss
@@ -111,7 +112,7 @@ class HttpTarget:
         config: TargetConfig,
         client: httpx.AsyncClient,
         *,
-        redact: Callable[[str], str] = lambda s: s,
+        redact: Redactor | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         jitter: Callable[[], float] = random.random,
@@ -119,9 +120,14 @@ class HttpTarget:
     ) -> None:
         """Compile the response paths once; raise ``ConfigError`` if one is not JMESPath.
 
-        ``jitter`` returns a number in [0, 1) that spreads each backoff over 0.5x-1.5x;
-        ``wall_clock`` is only used to read Retry-After dates.
+        ``redact`` knows the config's secrets (``${VAR}`` values); the target adds its own
+        headers' and URL's. ``jitter`` returns a number in [0, 1) that spreads each backoff
+        over 0.5x-1.5x; ``wall_clock`` is only used to read Retry-After dates.
         """
+        secrets = _secret_values(config)
+        url, headers = as_basic_auth(config.url, config.headers)
+        if url != config.url:  # user:password@ goes as Authorization, a configured header
+            config = config.model_copy(update={"url": url, "headers": headers})
         given = config
         shape = self._shape(config)
         if shape:
@@ -143,8 +149,7 @@ class HttpTarget:
         self._headers = httpx.Headers({"Accept-Encoding": ACCEPT_ENCODING})
         self._headers.update(config.headers)
         self._posts = JsonPosts(client, config.url, self._headers)
-        own = Redactor(_secret_values(config))
-        self._redact: Callable[[str], str] = lambda text: redact(own(text))
+        self._redact = (redact or Redactor(())).including(secrets)
         # Method, URL and body of the last request sent, for `validate --live` to show.
         self.last_request: tuple[str, str, bytes | None] | None = None
         self._setup(given)
@@ -431,10 +436,29 @@ class HttpTarget:
         return PathMiss(field, path, tuple(shown))
 
     def _hit_id(self, hit: Any, index: int) -> str:
-        """The id of the ``index``-th hit, as a string with any secret in it masked."""
+        """The id of the ``index``-th hit, as a string, as the target returned it.
+
+        Ids are never redacted: ``acme-doc-1`` is the target's data even when ``acme`` is a
+        secret, and masking it made a perfect retriever score 0. An id that *is* a secret
+        (a field that echoes the request) is refused, so that no secret is ever stored.
+        """
         raw_id = self._id(hit)
         if type(raw_id) is str and 0 < len(raw_id) <= MAX_ID_LENGTH:
-            return self._redact(raw_id)  # the usual case, checked in one step
+            doc_id = raw_id  # the usual case, checked in one step
+        else:
+            doc_id = self._odd_id(raw_id, index)
+        if self._redact.is_secret(doc_id):
+            where = f"{self._config.results}[{index}]"
+            raise QueryFailed(
+                "bad_response",
+                f"{where}: the id at {self._config.id!r} is the value of a secret (a header, "
+                "a URL password or a ${VAR}), which is never stored; point id: at the "
+                "document's own id",
+            )
+        return doc_id
+
+    def _odd_id(self, raw_id: Any, index: int) -> str:
+        """An id that is not a short string: an integer's digits, else ``QueryFailed``."""
         hide = self._redact
         where = f"{self._config.results}[{index}]"
         if raw_id is None or raw_id == "":
@@ -452,8 +476,7 @@ class HttpTarget:
                 f"{where}: id at {self._config.id!r} has {len(doc_id)} characters; "
                 f"ids may have at most {MAX_ID_LENGTH}",
             )
-        # A secret the target echoes back must not be stored or exported with the id.
-        return hide(doc_id)
+        return doc_id
 
     def _hit_score(self, hit: Any, index: int) -> float:
         """The score of the ``index``-th hit, a finite number (only called with a score path)."""
@@ -491,15 +514,10 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
 
 
 def _secret_values(config: TargetConfig) -> list[str]:
-    """Header values (and the credential after a scheme like ``Bearer``) and any URL password."""
+    """Header values (and the credential after a scheme like ``Bearer``) and any URL password
+    (as written, as sent, and as the Basic token made of it)."""
     secrets = []
     for value in config.headers.values():
         secrets.append(value)
         secrets.append(value.split()[-1] if value.split() else value)
-    try:
-        password = httpx.URL(config.url).password
-    except (httpx.InvalidURL, TypeError, ValueError):
-        password = None
-    if password:
-        secrets.append(password)
-    return secrets
+    return secrets + credential_secrets(config.url)

@@ -16,6 +16,7 @@ import jmespath
 import jmespath.exceptions
 from pydantic import ValidationError
 
+from ragcanary.config.credentials import credential_secrets
 from ragcanary.config.environment import expand, overrides, variable
 from ragcanary.config.model import Config, mentions_query, password_of
 from ragcanary.config.problems import explain, suggest
@@ -43,7 +44,8 @@ class LoadedConfig:
     config: Config
     path: Path  # the config file
     suites: dict[str, Suite]  # suite name -> its cases; suite files resolve beside the config
-    secrets: frozenset[str]  # every ${VAR} value, header value, admin token and URL password
+    # every ${VAR} value, header value, admin token and URL password (and its Basic token)
+    secrets: frozenset[str]
 
 
 def load_config(
@@ -280,7 +282,9 @@ def _secrets(
             for header, value in headers.items() if isinstance(headers, dict) else ():
                 add((section, name, "headers", header), value)
             if isinstance(entry, dict):
-                add((section, name, "url"), entry.get("url"), password_of)
+                url = entry.get("url")
+                if isinstance(url, str) and (section, name, "url") not in failed:
+                    secrets.update(credential_secrets(url))  # also as sent: Basic, decoded
                 add((section, name, "dsn"), entry.get("dsn"), password_of)
     add(("admin_token",), data.get("admin_token"))
     add(("ingest_token",), data.get("ingest_token"))

@@ -9,7 +9,7 @@ says which relevant ids its index no longer holds (``missing``; ``lookup.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import httpx
@@ -24,6 +24,7 @@ from ragcanary.probe.presets.search_engines import SearchEngineTarget
 from ragcanary.probe.presets.vespa import VespaTarget
 from ragcanary.probe.presets.weaviate import WeaviateTarget
 from ragcanary.probe.target import HttpTarget, Target
+from ragcanary.redact import Redactor
 
 if TYPE_CHECKING:
     from ragcanary.probe.presets.pgvector import PgvectorTarget
@@ -57,12 +58,12 @@ class TargetMaker(Protocol):
         config: TargetConfig,
         client: httpx.AsyncClient,
         *,
-        redact: Callable[[str], str],
+        redact: Redactor | None,
     ) -> PresetTarget: ...
 
 
 def _sql_target(
-    name: str, config: TargetConfig, client: httpx.AsyncClient, *, redact: Callable[[str], str]
+    name: str, config: TargetConfig, client: httpx.AsyncClient, *, redact: Redactor | None
 ) -> PgvectorTarget:
     """pgvector speaks SQL on its own connections: the HTTP client is not used.
 
@@ -92,7 +93,7 @@ def make_target(
     name: str,
     config: TargetConfig,
     client: httpx.AsyncClient,
-    redact: Callable[[str], str] = lambda s: s,
+    redact: Redactor | None = None,
 ) -> PresetTarget:
     """The adapter for ``config.preset``: the generic ``HttpTarget`` or a database's own."""
     return PRESETS[config.preset](name, config, client, redact=redact)

@@ -54,7 +54,7 @@ class PgvectorTarget:
         name: str,
         config: TargetConfig,
         *,
-        redact: Callable[[str], str] = lambda s: s,
+        redact: Redactor | None = None,
         engine: Engine | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
@@ -73,8 +73,7 @@ class PgvectorTarget:
         self._clock = clock
         self._jitter = jitter
         url = parsed(config.dsn)
-        own = Redactor(passwords(url))
-        self._redact: Callable[[str], str] = lambda text: redact(own(text))
+        self._redact = (redact or Redactor(())).including(passwords(url))
         self._server = url.render_as_string(hide_password=True) if url else "the dsn"
         schema, _, table_name = config.table.rpartition(".")
         self._table = table(
@@ -306,7 +305,14 @@ class PgvectorTarget:
                 raise QueryFailed(
                     "bad_response", f"row {rank}: the distance is {distance}, not a finite number"
                 )
-            # A secret the table holds must not be stored or exported with the id.
-            ids.append(self._redact(doc_id))
+            # Ids are the table's data, never redacted (acme-doc-1 stays so when acme is a
+            # secret); one that is a secret is refused, so that none is ever stored.
+            if self._redact.is_secret(doc_id):
+                raise QueryFailed(
+                    "bad_response",
+                    f"row {rank}: {id_column} is the value of a secret (a password or a "
+                    "${VAR}), which is never stored; point id_column: at the document's id",
+                )
+            ids.append(doc_id)
             scores.append(float(distance))
         return tuple(ids), tuple(scores)
