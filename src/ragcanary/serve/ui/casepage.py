@@ -59,7 +59,13 @@ class Point:
 
     @property
     def outcome(self) -> str | None:
+        """The query's outcome: whether and how the target answered."""
         return self.row.get("outcome")
+
+    @property
+    def verdict(self) -> str | None:
+        """What the run made of the canary (``measure.case_verdict``)."""
+        return self.row.get("verdict")
 
     @property
     def error(self) -> str | None:
@@ -182,6 +188,11 @@ def events(rows: Sequence[Row], table: Columns) -> list[Event]:
 def outcome_counts(rows: Sequence[Row]) -> list[tuple[str, int]]:
     """How often each query outcome occurred, the most frequent first."""
     return Counter(row.get("outcome") or "none" for row in rows).most_common()
+
+
+def verdict_counts(rows: Sequence[Row]) -> list[tuple[str, int]]:
+    """How often each verdict of the canary occurred, the most frequent first."""
+    return Counter(row.get("verdict") or "unknown" for row in rows).most_common()
 
 
 def absent_now(table: Columns) -> list[str]:

@@ -341,6 +341,7 @@ def case(
         "relevant_ids": set(relevant),
         "runs": len(rows),
         "first_at": rows[0]["started_at"] if rows else None,
+        "verdicts": casepage.verdict_counts(rows),
         "outcomes": casepage.outcome_counts(rows),
         "chart": casepage.chart_data(rows, table, config.depth),
         "events": events,
