@@ -139,3 +139,18 @@ async def test_the_api_history_carries_each_runs_verdict(ui: httpx.AsyncClient) 
         "deep": [("ok", "ok"), ("ok", "ok"), ("ok", "ok"), down],
         "neg": [("ok", "ok"), ("ok", "ok"), ("leaked", "ok"), down],
     }
+
+
+async def test_an_id_never_in_the_top_k_is_not_said_to_have_left_it(
+    ui: httpx.AsyncClient,
+) -> None:
+    """rel-deep ranked 6th in every run: it never was in the top 5, so it did not leave it."""
+    deep = await _case(ui, "deep")
+    assert "<code>rel-deep</code> (left the top-5)" not in deep
+    assert "No relevant id left the top-5 in this window." in deep
+    assert (
+        "Not in the newest answered top-5: <code>rel-deep</code> "
+        "(not in the top-5 of any run shown)" in deep
+    )
+    moved = await _case(ui, "moved")
+    assert "Not in the newest answered top-5: <code>rel-moved</code> (left the top-5)" in moved

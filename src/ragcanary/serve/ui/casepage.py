@@ -107,7 +107,8 @@ def columns(rows: Sequence[Row], relevant: Sequence[str], depth: int) -> Columns
         if row.get("outcome") not in ANSWERED:
             continue
         answered[i] = True
-        ids = row.get("ids") or ()
+        # The top ``depth`` only: a run stored when the suite's depth was larger holds more.
+        ids = (row.get("ids") or ())[:depth]
         missing = total = 0
         for doc in relevant:
             if doc in ids:
@@ -201,6 +202,12 @@ def absent_now(table: Columns) -> list[str]:
         if table.answered[i]:
             return [doc for doc, ranks in table.ranks.items() if ranks[i] is None]
     return []
+
+
+def never_in(table: Columns) -> set[str]:
+    """The relevant ids that no answered run shown had in its top-k: they did not leave it."""
+    answered = [i for i, yes in enumerate(table.answered) if yes]
+    return {doc for doc, ranks in table.ranks.items() if all(ranks[i] is None for i in answered)}
 
 
 def recent(rows: Sequence[Row], table: Columns, count: int = RECENT_ROWS) -> list[Point]:

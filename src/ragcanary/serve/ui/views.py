@@ -346,6 +346,7 @@ def case(
         "chart": casepage.chart_data(rows, table, config.depth),
         "events": events,
         "missing": missing,
+        "never_in": casepage.never_in(table),  # missing, and in no top-k shown: never left it
         "missing_since": missing_since,
         "lists": lists,
         "recent": casepage.recent(rows, table),
