@@ -33,6 +33,7 @@ from psycopg.types.string import TextLoader
 from render import section, table, verdict
 from sqlalchemy.pool import NullPool
 
+from ragcanary.measure.case_verdict import case_verdict
 from ragcanary.measure.metrics import aggregate, case_metrics
 from ragcanary.reports.oncall import case_history
 from ragcanary.store.engine import make_engine
@@ -127,7 +128,8 @@ def _result_tail(entry: dict[str, Any]) -> tuple[Any, ...]:
 
 def _point_tail(entry: dict[str, Any]) -> tuple[Any, ...]:
     run = {"suite": "", "started_at": None, "run_id": "", "target": "", "outcome": ""}
-    row = point_row(run, 0, entry)
+    # The benchmark's runs judge nothing (no baseline): a canary's verdict is its outcome's.
+    row = point_row(run, 0, entry, case_verdict(entry["outcome"]))
     return tuple(_driver_value(row[c.name]) for c in points.columns[7:])
 
 
@@ -194,7 +196,8 @@ def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
         if store.get_report("run-last") != last:
             raise RuntimeError("the benchmark's report does not read back equal")
         for position in range(0, len(suite), max(1, len(suite) // 10)):
-            wanted = point_row(run_row(last), position, last["cases"][position])
+            entry = last["cases"][position]
+            wanted = point_row(run_row(last), position, entry, case_verdict(entry["outcome"]))
             wanted["ids"] = decode_ids(wanted["ids"])
             got = store.case_history("core", suite[position].case.id, since=now)
             if [{key: wanted[key] for key in got[0]}] != got:

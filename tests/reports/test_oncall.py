@@ -350,6 +350,36 @@ def test_history_table_shows_one_row_per_run_with_ranks(stored: Stored) -> None:
     assert stored.dropped in rows[2]  # the run id, to pass to `diff --from/--to`
 
 
+def _cells(line: str, bar: str) -> list[str]:
+    return [cell.strip() for cell in line.split(bar)[1:-1]]
+
+
+def test_history_shows_the_canarys_verdict_beside_the_query_outcome(stored: Stored) -> None:
+    """The run that lost doc-7 answered (query outcome ok) and regressed the canary."""
+    args = ("--suite", "core", "--case", "password", "--target", "vendor")
+    result = _invoke(stored.config, "history", *args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    (header,) = [_cells(line, "┃") for line in lines if "┃" in line]  # heavy head
+    body = [_cells(line, "│") for line in lines if "│" in line]
+    assert [row[1] for row in body] == [stored.first, stored.second, stored.dropped, stored.down]
+    assert "regressed" in body[2], body[2]
+    assert header[3:5] == ["verdict", "query outcome"]
+    assert [row[3:5] for row in body] == [
+        ["ok", "ok"],
+        ["ok", "ok"],
+        ["regressed", "ok"],
+        ["unanswered", "http_5xx"],
+    ]
+    rows_json = json.loads(_invoke(stored.config, "history", *args, "--json").stdout)
+    assert [(r["verdict"], r["outcome"]) for r in rows_json] == [
+        ("ok", "ok"),
+        ("ok", "ok"),
+        ("regressed", "ok"),
+        ("unanswered", "http_5xx"),
+    ]
+
+
 @pytest.mark.parametrize("since", ["999999d", "0s", "9" * 400])
 def test_history_since_out_of_range_exits_2_with_the_allowed_range(
     stored: Stored, since: str

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.index_checks import IndexChecks
+from ragcanary.serve.index_checks import IndexChecks, IndexView
 from ragcanary.suites.loaded import load_config
 
 QUESTION = (("d1", "d2"), "config")
+IDS = ["d1", "d2"]
+T0 = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 
 class Clock:
@@ -24,17 +26,21 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    def wall(self) -> datetime:
+        """The wall clock, moving with the monotonic one."""
+        return T0 + timedelta(seconds=self.now - 1000.0)
+
 
 def test_a_pair_asks_again_after_its_runs_or_an_hour_whichever_comes_first() -> None:
     clock = Clock()
     checks = IndexChecks(every_s=3600.0, clock=clock)
     pair = ("core", "kb")
     assert checks.due(pair, QUESTION, runs=3)
-    assert checks.last(pair) is None
-    checks.remember(pair, QUESTION, {"d2"})
+    assert checks.view(pair, IDS) == IndexView(None, None)
+    checks.remember(pair, QUESTION, IDS, {"d2"}, T0)
+    assert checks.view(pair, IDS) == IndexView({"d2": T0}, T0)
     assert [checks.due(pair, QUESTION, runs=3) for _ in range(3)] == [False, False, True]
-    checks.remember(pair, QUESTION, None)  # the target could not tell this time
-    assert checks.last(pair) is None
+    checks.remember(pair, QUESTION, IDS, None, T0)  # could not tell: asked again in turn
     clock.now += 3599.0
     assert not checks.due(pair, QUESTION, runs=50)
     clock.now += 1.0
@@ -44,17 +50,36 @@ def test_a_pair_asks_again_after_its_runs_or_an_hour_whichever_comes_first() -> 
 def test_other_labels_or_another_target_config_are_asked_at_once() -> None:
     checks = IndexChecks(clock=Clock())
     pair = ("core", "kb")
-    checks.remember(pair, QUESTION, set())
+    checks.remember(pair, QUESTION, IDS, set(), T0)
     assert not checks.due(pair, QUESTION, runs=50)
     assert checks.due(pair, (("d1", "d2", "d3"), "config"), runs=50)
     assert checks.due(pair, (("d1", "d2"), "another config"), runs=50)
 
 
+def test_each_answer_keeps_its_own_time_and_a_failed_one_forgets_nothing() -> None:
+    """What the index said of an id stays, with when it said it, until it is asked again."""
+    checks = IndexChecks(clock=Clock())
+    pair = ("core", "kb")
+    later = T0 + timedelta(minutes=5)
+    checks.remember(pair, QUESTION, IDS, set(), T0)
+    checks.update(pair, ["d2"], {"d2"}, later)  # d2 left its top-k; asked again: gone
+    assert checks.view(pair, IDS) == IndexView({"d2": later}, T0)
+    checks.update(pair, ["d2"], None, later + timedelta(minutes=1))  # could not tell
+    assert checks.view(pair, IDS) == IndexView({"d2": later}, T0)
+    checks.remember(pair, QUESTION, IDS, None, later + timedelta(minutes=2))  # nor could this
+    assert checks.view(pair, IDS) == IndexView({"d2": later}, T0)
+    checks.update(pair, ["d2"], set(), later + timedelta(minutes=3))  # restored
+    assert checks.view(pair, IDS) == IndexView({}, T0)
+    checks.remember(pair, (("d1",), "config"), ["d1"], None, later)  # another question
+    assert checks.view(pair, ["d1"]) == IndexView(None, None)  # nothing known of it
+
+
 class Pinecone:
-    """A Pinecone index that returns d1 for every canary and holds ``held``."""
+    """A Pinecone index that returns ``returned`` for every canary and holds ``held``."""
 
     def __init__(self) -> None:
         self.held = {"d1", "d2"}
+        self.returned = ["d1"]
         self.fetches: list[list[str]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -63,14 +88,12 @@ class Pinecone:
             self.fetches.append(asked)
             vectors = {i: {"id": i, "values": [0.1]} for i in asked if i in self.held}
             return httpx.Response(200, json={"vectors": vectors, "namespace": ""})
-        hits = [{"_id": "d1", "_score": 0.9, "fields": {}}]
+        hits = [{"_id": i, "_score": 0.9, "fields": {}} for i in self.returned]
         return httpx.Response(200, json={"result": {"hits": hits}})
 
 
-@pytest.mark.anyio
-async def test_a_document_the_index_lost_is_a_stale_label_at_its_next_lookup(
-    tmp_path: Path,
-) -> None:
+def _daemon(tmp_path: Path, index: Pinecone, clock: Clock) -> Daemon:
+    """A daemon (not started) running suite core on the Pinecone index ``index``."""
     cases = [
         {"id": "c1", "query": "first", "relevant": ["d1"]},
         {"id": "c2", "query": "second", "relevant": ["d2"]},
@@ -83,32 +106,84 @@ async def test_a_document_the_index_lost_is_a_stale_label_at_its_next_lookup(
     }
     path = tmp_path / "ragcanary.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    index = Pinecone()
-    clock = Clock()
     daemon = Daemon(
         path,
         {},
         load_config(path, {}),
         client_factory=lambda _: httpx.AsyncClient(transport=httpx.MockTransport(index)),
-        index_checks=IndexChecks(clock=clock),
+        index_checks=IndexChecks(clock=clock, wall_clock=clock.wall),
     )
     daemon.exporter.load(suite_pairs(daemon.loaded))  # as startup does
-    key = JobKey("core", "pc")
-    gauge = {"suite": "core", "target": "pc"}
+    return daemon
 
-    def stale(report: dict[str, Any]) -> Any:
-        return report["stale_labels"]
 
+KEY = JobKey("core", "pc")
+GAUGE = {"suite": "core", "target": "pc"}
+
+
+@pytest.mark.anyio
+async def test_a_document_the_index_lost_is_a_stale_label_at_its_next_lookup(
+    tmp_path: Path,
+) -> None:
+    """An id no canary returned is asked about with every relevant id, now and then."""
+    index, clock = Pinecone(), Clock()
+    daemon = _daemon(tmp_path, index, clock)
     try:
         # Too few runs to tell what no canary gets back, but the index holds every label.
-        assert stale(await daemon.run_now(key)) == []
+        first = await daemon.run_now(KEY)
+        assert first["stale_labels"] == []
+        lookup = {"at": T0.isoformat(), "ids": 2, "left": [], "left_at": None}
+        assert first["index_lookup"] == lookup
         assert index.fetches == [["d1", "d2"]]
         index.held.discard("d2")  # a data migration deleted it
-        assert stale(await daemon.run_now(key)) == []  # not asked again within the hour
+        # Not asked again within the hour: d2 left no canary's top-k. The report says when
+        # the index was looked up, so nobody reads this as a fresh "still held".
+        again = await daemon.run_now(KEY)
+        assert again["stale_labels"] == []
+        assert again["index_lookup"]["at"] == T0.isoformat()
         assert len(index.fetches) == 1
         clock.now += 3600.0
-        assert stale(await daemon.run_now(key)) == [{"case": "c2", "id": "d2", "reason": "missing"}]
+        at = clock.wall().isoformat()
+        later = await daemon.run_now(KEY)
+        assert later["stale_labels"] == [
+            {"case": "c2", "id": "d2", "reason": "missing", "looked_up_at": at}
+        ]
+        assert later["index_lookup"]["at"] == at
         assert len(index.fetches) == 2
-        assert daemon.exporter.registry.get_sample_value("ragcanary_stale_labels", gauge) == 1.0
+        assert daemon.exporter.registry.get_sample_value("ragcanary_stale_labels", GAUGE) == 1.0
+    finally:
+        await daemon.keeper.close()
+
+
+@pytest.mark.anyio
+async def test_a_relevant_id_that_leaves_its_top_k_is_looked_up_in_that_run(
+    tmp_path: Path,
+) -> None:
+    """Within the hour and the stale_label_runs, an id that left is asked about at once, alone,
+    in every run it stays out; the ids that stayed are not asked again."""
+    index, clock = Pinecone(), Clock()
+    index.returned = ["d1", "d2"]
+    daemon = _daemon(tmp_path, index, clock)
+    try:
+        assert (await daemon.run_now(KEY))["stale_labels"] == []  # the baseline
+        assert index.fetches == [["d1", "d2"]]
+        clock.now += 60.0
+        index.held.discard("d2")  # deleted: no canary gets it back from now on
+        index.returned = ["d1"]
+        at = clock.wall().isoformat()
+        report = await daemon.run_now(KEY)
+        assert report["stale_labels"] == [
+            {"case": "c2", "id": "d2", "reason": "missing", "looked_up_at": at}
+        ]
+        lookup = {"at": T0.isoformat(), "ids": 2, "left": ["d2"], "left_at": at}
+        assert report["index_lookup"] == lookup
+        assert index.fetches[1:] == [["d2"]]
+        assert daemon.exporter.registry.get_sample_value("ragcanary_stale_labels", GAUGE) == 1.0
+        clock.now += 60.0
+        index.held.add("d2")  # restored, though still outranked: no longer stale
+        report = await daemon.run_now(KEY)
+        assert report["stale_labels"] == []
+        assert report["index_lookup"]["left_at"] == clock.wall().isoformat()
+        assert index.fetches[2:] == [["d2"]]
     finally:
         await daemon.keeper.close()

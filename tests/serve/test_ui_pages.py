@@ -416,6 +416,19 @@ def test_events_skip_outages_and_list_leaving_and_coming_back_newest_first() -> 
     assert [(e.run_id, e.left, e.rank) for e in events] == [("r3", False, 2), ("r2", True, 1)]
 
 
+def test_an_id_left_only_if_an_answered_run_shown_had_it_in_the_top_k() -> None:
+    """Ranks past the depth (a run stored with a larger depth) and outages do not count."""
+    rows = [_point(0, None), _point(1, 1, "timeout"), _point(2, None)]
+    assert casepage.never_in(casepage.columns(rows, ["rel"], depth=10)) == {"rel"}
+    deep = {**_point(3, None), "ids": [f"x{i}" for i in range(10)] + ["rel"]}  # rank 11
+    table = casepage.columns([*rows, deep], ["rel"], depth=10)
+    assert table.ranks["rel"][3] is None
+    assert casepage.never_in(table) == {"rel"}
+    table = casepage.columns([_point(0, 3), *rows], ["rel"], depth=10)
+    assert casepage.never_in(table) == set()  # it was #3 once: it left
+    assert casepage.absent_now(table) == ["rel"]
+
+
 def test_sparklines_draw_one_run_a_half_hour_the_worst_of_each() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     day = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -40,6 +41,8 @@ KB = [
 ]
 VENDOR, PC = JobKey("core", "vendor"), JobKey("kb", "pc")
 NOT_RETURNED = f"not returned in the last {WINDOW} runs"
+LOOKED_AT = datetime(2026, 11, 28, 9, 30, 5, tzinfo=UTC)  # the index's answers, wall clock
+LOOKED_UP = "2026-11-28 09:30:05 UTC"
 
 
 @pytest.fixture
@@ -104,7 +107,11 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
     clock = Clock()
     loaded = load_config(path, environ)
     daemon = Daemon(
-        path, environ, loaded, client_factory=clients, index_checks=IndexChecks(clock=clock)
+        path,
+        environ,
+        loaded,
+        client_factory=clients,
+        index_checks=IndexChecks(clock=clock, wall_clock=lambda: LOOKED_AT),
     )
     daemon.exporter.load(suite_pairs(loaded))
     daemon.store.migrate()
@@ -134,7 +141,8 @@ async def _go_stale(daemon: Daemon, retriever: FakeRetriever) -> None:
     daemon.index.held.discard("d2")  # type: ignore[attr-defined]
     daemon.clock.now += 3600.0  # type: ignore[attr-defined]  # the hourly lookup is due
     found = (await daemon.run_now(PC))["stale_labels"]
-    assert found == [{"case": "k2", "id": "d2", "reason": "missing"}]
+    at = LOOKED_AT.isoformat()
+    assert found == [{"case": "k2", "id": "d2", "reason": "missing", "looked_up_at": at}]
 
 
 def _page(response: httpx.Response) -> str:
@@ -159,6 +167,9 @@ async def test_the_stale_labels_page_lists_each_pair_with_the_reason_in_words(
         ("not_returned", "c2", "rel-2", NOT_RETURNED),
     ]
     assert "shared" not in text  # it only left its own canary's top-k: not stale
+    assert '<td data-label="Looked up">' + LOOKED_UP + "</td>" in text  # d2's row
+    assert f"Index looked up {LOOKED_UP} for every relevant id (2)." in text
+    assert "The index could not tell which relevant ids it holds" in text  # the http target
     one = _page(await ui.get("/ui/stale-labels", params={"suite": "kb", "target": "pc"}))
     assert "d2" in one
     assert "rel-2" not in one
@@ -220,7 +231,11 @@ async def test_the_case_page_marks_stale_relevant_ids_with_the_same_words(
     assert "Not in the newest answered top-5: <code>shared</code> (left the top-5)" in moved
     assert 'class="mark stale"' not in moved
     deleted = await case("kb", "k2", "pc")
-    assert '<span class="mark stale">left the index</span>' in deleted
+    assert (
+        '<span class="mark stale">left the index</span> '
+        f'<span class="sub">looked up {LOOKED_UP}</span>' in deleted
+    )
+    assert f"left the index</span> (index looked up {LOOKED_UP})" in deleted
     assert 'class="mark stale"' not in await case("kb", "k1", "pc")
 
 

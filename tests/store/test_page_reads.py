@@ -43,8 +43,9 @@ def test_a_page_of_pending_candidates_is_filtered_by_signal_in_the_database(
     assert page("other", 10, 5) == ([], 1)
 
 
-def test_a_runs_stale_labels_are_read_without_its_report(store: Store) -> None:
-    labels = [{"case": "c1", "id": "d2", "reason": "missing"}]
+def test_a_runs_stale_labels_and_index_lookup_are_read_without_its_report(store: Store) -> None:
+    labels = [{"case": "c1", "id": "d2", "reason": "missing", "looked_up_at": NOW.isoformat()}]
+    lookup = {"at": NOW.isoformat(), "ids": 2, "left": ["d2"], "left_at": NOW.isoformat()}
     for run_id, found in (("r1", labels), ("r2", None)):
         report = {
             "suite": "s",
@@ -59,5 +60,9 @@ def test_a_runs_stale_labels_are_read_without_its_report(store: Store) -> None:
         }
         if found is not None:
             report["stale_labels"] = found
+            report["index_lookup"] = lookup
         store.save_run(report)
-    assert overview.stale_findings(store, ["r1", "r2", "nope"]) == {"r1": labels, "r2": None}
+    assert overview.stale_findings(store, ["r1", "r2", "nope"]) == {
+        "r1": (labels, lookup),
+        "r2": (None, None),  # a run that could not tell, stored before lookups were recorded
+    }

@@ -463,7 +463,64 @@ def test_case_history_rows_hold_the_case_answer(history: Store) -> None:
         "latency_s": 0.02,
         "top_score": 0.9,
         "ids": ["alpha-doc", "t2-doc"],
+        "verdict": "ok",  # the run regressed, but its verdict named no failure of alpha
     }
+
+
+def _judged(run_id: str) -> dict[str, Any]:
+    """A report whose judgement names its cases: alpha regressed, neg leaked, weak missed its
+    min_score, down went unanswered (and listed as regressed all the same), beta passed."""
+    report = make_report(run_id, case_ids=("alpha", "neg", "weak", "down", "beta"))
+    report["cases"][3] |= {"outcome": "timeout", "ids": [], "scores": [], "error": "timed out"}
+    failure = {"metric": None, "message": "..."}
+    report["failures"] = [
+        {**failure, "kind": "negative_leak", "case": "neg"},
+        {**failure, "kind": "min_score", "case": "weak"},
+        {**failure, "kind": "drop", "metric": "mrr", "case": None},
+    ]
+    drop = {"metric": "rr", "baseline": 1.0, "current": 0.5}
+    report["regressions"] = [{**drop, "case": "alpha"}, {**drop, "case": "down"}]
+    return report
+
+
+JUDGED = {
+    "alpha": "regressed",
+    "neg": "leaked",
+    "weak": "missed_min_score",
+    "down": "unanswered",
+    "beta": "ok",
+}
+
+
+def test_each_point_holds_the_canarys_verdict_as_its_run_judged_it(store: Store) -> None:
+    """The verdict of a canary is what its run's regressions and failures say of it."""
+    store.save_run(_judged("r1"))
+    got = {case: store.case_history("core", case)[0]["verdict"] for case in JUDGED}
+    assert got == JUDGED
+
+
+def test_upgrade_to_version_6_gives_every_stored_point_its_verdict(
+    store: Store, store_url: str
+) -> None:
+    """Version 6 adds points.verdict; upgrading fills it in from each run's judgement."""
+    store.save_run(_judged("r1"))
+    store.save_run(make_report("r2", NOW + timedelta(minutes=5)))
+    before = {case: store.case_history("core", case) for case in JUDGED}
+    engine = make_engine(store_url)
+    with engine.begin() as conn:  # now it is a database as version 5 left it
+        conn.execute(sqlalchemy.text("ALTER TABLE points DROP COLUMN verdict"))
+        conn.execute(sqlalchemy.text("DELETE FROM schema_version WHERE version > 5"))
+        conn.execute(
+            sqlalchemy.text("INSERT INTO schema_version (version, applied_at) VALUES (5, :at)"),
+            {"at": NOW.replace(tzinfo=None)},
+        )
+    engine.dispose()
+    with Store.from_url(store_url) as upgraded:
+        assert upgraded.schema_version() == 5
+        upgraded.migrate()
+        assert upgraded.schema_version() == LATEST
+        assert {case: upgraded.case_history("core", case) for case in JUDGED} == before
+    assert [rows[0]["verdict"] for rows in before.values()] == list(JUDGED.values())
 
 
 @pytest.mark.parametrize(

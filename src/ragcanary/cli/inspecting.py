@@ -94,7 +94,7 @@ def history(
     as_json: JsonOption = False,
     url: UrlOption = None,
 ) -> None:
-    """One canary over time: rank of each relevant id, top score, outcome, target."""
+    """One canary over time: its verdict, query outcome, rank of each relevant id, top score."""
     from ragcanary.cli.remote import fetch
     from ragcanary.cli.stored import print_history, stored_history
 

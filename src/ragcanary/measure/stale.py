@@ -5,7 +5,9 @@ data migration): the canary that expects it then fails for a reason that has not
 with retrieval quality. An id still returned for *some* canary is alive, even if it left
 the top-k of its own; one returned for none over many runs is most likely gone
 (``not_returned``). Where the target can look ids up, one its index does not hold is gone
-for certain, at once (``missing``).
+for certain, at once (``missing``). The index is asked again, at once, about every relevant
+id that left its canary's top-k against the baseline (``left_top_k``): a cached "still held"
+must never outlive the run in which the document went.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 from typing import Literal
 
+from ragcanary.measure.results import RunResult
 from ragcanary.suites.suite import Case
 
 Reason = Literal["not_returned", "missing"]
@@ -31,6 +34,26 @@ def relevant_ids(cases: Iterable[Case]) -> list[str]:
     return sorted(
         {doc for case in cases for doc, grade in (case.relevant or {}).items() if grade > 0}
     )
+
+
+def left_top_k(run: RunResult, baseline: RunResult | None) -> list[str]:
+    """The relevant ids (grade above 0) that the baseline returned for a case and ``run`` did
+    not return for it, once each, sorted; only cases answered in both runs count (an outage
+    says nothing about the index)."""
+    if baseline is None:
+        return []
+    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
+    left: set[str] = set()
+    for result in run.results:
+        earlier = before.get(result.case.id)
+        if earlier is None or not result.answer.answered:
+            continue
+        now = set(result.answer.ids)
+        held = set(earlier.ids)
+        for doc, grade in (result.case.relevant or {}).items():
+            if grade > 0 and doc in held and doc not in now:
+                left.add(doc)
+    return sorted(left)
 
 
 def stale_labels(

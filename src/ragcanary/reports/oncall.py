@@ -107,7 +107,8 @@ def case_history(
     since: timedelta | None = None,
     now: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """One canary over time: the rank of each relevant id, the top score and the outcome."""
+    """One canary over time: its verdict in each run (``measure.case_verdict``) beside its
+    query outcome, the rank of each relevant id and the top score."""
     start = (now or datetime.now().astimezone()) - since if since else None
     rows = store.case_history(suite, case.id, target=target, since=start)
     relevant = [doc for doc, grade in (case.relevant or {}).items() if grade > 0]
@@ -119,7 +120,8 @@ def case_history(
                 "run_id": row["run_id"],
                 "started_at": row["started_at"],
                 "target": row["target"],
-                "outcome": row["outcome"],
+                "verdict": row.get("verdict"),
+                "outcome": row["outcome"],  # of the query: did the target answer
                 "error": row.get("error"),
                 "top_id": ids[0] if ids else None,
                 "top_score": row["top_score"],

@@ -253,19 +253,32 @@ def _counts(counts: Any) -> str:
     return " (" + ", ".join(f"{o}={n}" for o, n in counts.items()) + ")"
 
 
+_VERDICT_STYLES = {
+    "ok": "green",
+    "regressed": "red",
+    "leaked": "red",
+    "missed_min_score": "red",
+    "unanswered": "yellow",
+}
+
+
 def render_history(suite: str, case: str, rows: Sequence[Mapping[str, Any]]) -> Table:
     """`ragcanary history`: one canary over time, oldest first."""
     table = Table(title=f"{suite} / {case}: {len(rows)} runs", title_justify="left")
     relevant = sorted({doc for row in rows for doc in row["relevant_ranks"]})
-    # The run id is what `ragcanary diff --from/--to` takes, so it is shown whole.
-    for col in ("started", "run", "target", "outcome", "top id", "top score", *relevant):
+    # The run id is what `ragcanary diff --from/--to` takes, so it is shown whole. The verdict
+    # is what the run made of the canary; the query outcome only whether the target answered.
+    columns = ("started", "run", "target", "verdict", "query outcome", "top id", "top score")
+    for col in (*columns, *relevant):
         table.add_column(col, overflow="fold")
     for row in rows:
         ranks = [row["relevant_ranks"].get(doc) for doc in relevant]
+        verdict = row.get("verdict")
         table.add_row(
             str(row["started_at"]),
             row["run_id"],
             row["target"],
+            Text(str(verdict or "-"), style=_VERDICT_STYLES.get(str(verdict), "")),
             Text(row["outcome"], style="" if row["outcome"] in ("ok", "empty") else "yellow"),
             row["top_id"] or "-",
             _fmt(row["top_score"]),

@@ -423,9 +423,9 @@ class Daemon:
                 "claimed": claim.claimed,
             }
         if report["outcome"] != "unavailable":
-            report["stale_labels"] = await self.stale.find(
-                self.loaded, pair, evaluation.run, baseline
-            )
+            found = await self.stale.find(self.loaded, pair, evaluation.run, baseline)
+            report["stale_labels"] = found.labels
+            report["index_lookup"] = found.lookup
         self.exporter.observe_run(report)
         self.shown.ran(pair, evaluation.run.started_at)
         saved = await self.keeper.save(report)

@@ -5,10 +5,33 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from sqlalchemy import Connection, func, inspect, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    bindparam,
+    func,
+    inspect,
+    or_,
+    select,
+    text,
+    update,
+)
 
+from ragcanary.measure.case_verdict import RunFindings, case_verdict
+from ragcanary.measure.results import ANSWERED
 from ragcanary.store.rows import case_entry, point_row
 from ragcanary.store.schema import (
+    NAME_LENGTH,
+    OUTCOME_LENGTH,
+    UTCDateTime,
     candidates,
     claims,
     metadata,
@@ -30,13 +53,30 @@ Upgrade = Callable[[Connection], None]
 BACKFILL_RUNS = 200  # runs whose results are read, turned into points and written at a time
 
 
-def _add_points(conn: Connection) -> None:
-    """Version 1 -> 2: the points table, filled from the results already stored.
+# The points table as version 2 created it; version 6 adds its verdict column.
+_POINTS_V2 = Table(
+    "points",
+    MetaData(),
+    Column("suite", String(NAME_LENGTH), primary_key=True),
+    Column("case_id", String(NAME_LENGTH), primary_key=True),
+    Column("started_at", UTCDateTime(), primary_key=True),
+    Column("run_id", String(NAME_LENGTH), ForeignKey(runs.c.run_id), primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("target", String(NAME_LENGTH), nullable=False),
+    Column("run_outcome", String(OUTCOME_LENGTH), nullable=False),
+    Column("outcome", Text),
+    Column("error", Text),
+    Column("latency_s", Float),
+    Column("top_score", Float),
+    Column("ids", Text),
+    Index("points_run", "run_id"),
+    sqlite_with_rowid=False,
+)
 
-    Creates points as store.schema defines it: a later change to that table needs its own step
-    after this one, and this one must then create the version-2 table explicitly.
-    """
-    points.create(conn)
+
+def _add_points(conn: Connection) -> None:
+    """Version 1 -> 2: the points table, filled from the results already stored."""
+    _POINTS_V2.create(conn)
     run_ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
     for start in range(0, len(run_ids), BACKFILL_RUNS):
         batch = run_ids[start : start + BACKFILL_RUNS]
@@ -46,10 +86,13 @@ def _add_points(conn: Connection) -> None:
         }
         rows = conn.execute(select(results).where(results.c.run_id.in_(batch))).all()
         new = [
-            point_row(stored[row.run_id], row.position, case_entry(row._mapping)) for row in rows
+            point_row(stored[row.run_id], row.position, case_entry(row._mapping), None)
+            for row in rows
         ]
+        for row in new:
+            del row["verdict"]  # not a column yet: _add_verdicts fills it in
         if new:
-            conn.execute(points.insert(), new)
+            conn.execute(_POINTS_V2.insert(), new)
 
 
 def _add_vectors(conn: Connection) -> None:
@@ -68,11 +111,59 @@ def _add_candidates(conn: Connection) -> None:
     candidates.create(conn)
 
 
+def _add_verdicts(conn: Connection) -> None:
+    """Version 5 -> 6: points.verdict, each canary's verdict in each stored run.
+
+    Most points are decided by their query outcome alone (answered and named by no finding:
+    ok; not answered: unanswered), in two statements; then the cases each run's
+    ``regressions`` and ``failures`` name (extracted by the database, a few per run) are
+    given theirs, the way ``save_run`` gives them (``RunFindings.verdict``).
+    """
+    conn.execute(text(f"ALTER TABLE points ADD COLUMN verdict VARCHAR({OUTCOME_LENGTH})"))
+    answered = sorted(ANSWERED)
+    conn.execute(
+        update(points).where(points.c.outcome.in_(answered)).values(verdict=case_verdict("ok"))
+    )
+    unanswered = or_(points.c.outcome.is_(None), points.c.outcome.not_in(answered))
+    conn.execute(update(points).where(unanswered).values(verdict=case_verdict(None)))
+    run_ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
+    named = (runs.c.run_id, runs.c.report["regressions"], runs.c.report["failures"])
+    changes = (
+        update(points)
+        .where(points.c.run_id == bindparam("r"), points.c.position == bindparam("p"))
+        .values(verdict=bindparam("v"))
+    )
+    for start in range(0, len(run_ids), BACKFILL_RUNS):
+        batch = run_ids[start : start + BACKFILL_RUNS]
+        found = {
+            run_id: RunFindings.of(regressions, failures)
+            for run_id, regressions, failures in conn.execute(
+                select(*named).where(runs.c.run_id.in_(batch))
+            )
+        }
+        for run_id, findings in found.items():
+            cases = findings.regressed | set(findings.failed)
+            if not cases:
+                continue
+            rows = conn.execute(
+                select(points.c.position, points.c.case_id, points.c.outcome).where(
+                    points.c.run_id == run_id, points.c.case_id.in_(sorted(cases))
+                )
+            )
+            verdicts = [
+                {"r": run_id, "p": position, "v": findings.verdict(case_id, outcome)}
+                for position, case_id, outcome in rows
+            ]
+            if verdicts:
+                conn.execute(changes, verdicts)
+
+
 UPGRADES: Mapping[int, Upgrade] = {
     1: _add_points,
     2: _add_vectors,
     3: _add_replicas,
     4: _add_candidates,
+    5: _add_verdicts,
 }
 
 

@@ -80,19 +80,27 @@ def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any
         }
 
 
-def stale_findings(store: Store, run_ids: Iterable[str]) -> dict[str, list[dict[str, Any]] | None]:
+def stale_findings(
+    store: Store, run_ids: Iterable[str]
+) -> dict[str, tuple[list[dict[str, Any]] | None, dict[str, Any] | None]]:
     """The stale labels each of the stored runs ``run_ids`` found (its report's
-    ``stale_labels``: case, id, reason), by run_id; None where the run could not tell."""
+    ``stale_labels``: case, id, reason; None where the run could not tell) and when it looked
+    the index up (its ``index_lookup``; None in runs stored before it was recorded), by run_id."""
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
-    query = select(runs.c.run_id, runs.c.report["stale_labels"]).where(runs.c.run_id.in_(wanted))
+    query = select(
+        runs.c.run_id, runs.c.report["stale_labels"], runs.c.report["index_lookup"]
+    ).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
         return {
-            run_id: [dict(s) for s in found if isinstance(s, dict)]
-            if isinstance(found, list)
-            else None
-            for run_id, found in conn.execute(query)
+            run_id: (
+                [dict(s) for s in found if isinstance(s, dict)]
+                if isinstance(found, list)
+                else None,
+                dict(lookup) if isinstance(lookup, dict) else None,
+            )
+            for run_id, found, lookup in conn.execute(query)
         }
 
 

@@ -54,6 +54,7 @@ _POINT_COLUMNS = [
         "latency_s",
         "top_score",
         "ids",
+        "verdict",
     )
 ]
 

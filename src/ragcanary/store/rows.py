@@ -159,8 +159,11 @@ def case_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
     return entry
 
 
-def point_row(run: Mapping[Any, Any], position: int, entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The points row of one case entry of ``run`` (a runs row): what its history shows.
+def point_row(
+    run: Mapping[Any, Any], position: int, entry: Mapping[str, Any], verdict: str | None
+) -> dict[str, Any]:
+    """The points row of one case entry of ``run`` (a runs row): what its history shows,
+    with the case's ``verdict`` in that run (``measure.case_verdict``).
 
     Values of unexpected types (a hand-written report's) are left out; the full report keeps
     them.
@@ -181,6 +184,7 @@ def point_row(run: Mapping[Any, Any], position: int, entry: Mapping[str, Any]) -
         "latency_s": _float(entry.get("latency_s")),
         "top_score": _float(top),
         "ids": _encoded_ids(ids),
+        "verdict": verdict,
     }
 
 

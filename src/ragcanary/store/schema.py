@@ -119,6 +119,9 @@ points = Table(
     Column("latency_s", Float),
     Column("top_score", Float),
     Column("ids", Text),  # see rows.encode_ids
+    # The canary's verdict in the run (measure.case_verdict), beside its query outcome: what
+    # the run's judgement made of the answer. Schema version 6; filled in for older runs.
+    Column("verdict", String(OUTCOME_LENGTH)),
     # prune deletes a run's points by run_id.
     Index("points_run", "run_id"),
     sqlite_with_rowid=False,

@@ -17,6 +17,7 @@ from typing import Any, Self
 from sqlalchemy import Connection, Engine, and_, delete, exc, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ragcanary.measure.case_verdict import RunFindings
 from ragcanary.store.claims import ClaimsMixin, taken_over
 from ragcanary.store.engine import WRITE, make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
@@ -108,7 +109,11 @@ class Store(ClaimsMixin):
                 case_row(run_id, i, _without(VECTOR_KEY, c) if i in stored else c)
                 for i, c in enumerate(cases)
             ]
-            point_rows = [point_row(row, i, c) for i, c in enumerate(cases)]
+            findings = RunFindings.of(report.get("regressions"), report.get("failures"))
+            point_rows = [
+                point_row(row, i, c, findings.verdict(str(c["id"]), c.get("outcome")))
+                for i, c in enumerate(cases)
+            ]
         except ValueError as error:
             raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
         with self._write() as conn:
@@ -246,8 +251,9 @@ class Store(ClaimsMixin):
         """One canary over time, oldest first: its answer in every stored run of ``suite``.
 
         Each row: run_id, started_at (aware UTC), target, run_outcome, and the case's
-        outcome, error, latency_s, top_score and ids (None when absent). Scores, metrics
-        and the comparison with the baseline are in each run's full report (get_report).
+        outcome (of its query), error, latency_s, top_score, ids and verdict (None when
+        absent). Scores, metrics and the comparison with the baseline are in each run's full
+        report (get_report).
         """
         query = history_query(suite, case_id, target, since)
         with self._read() as conn:
@@ -264,8 +270,9 @@ class Store(ClaimsMixin):
                 "latency_s": latency,
                 "top_score": top,
                 "ids": None if ids is None else decode_ids(ids),
+                "verdict": verdict,
             }
-            for run_id, at, target, run_outcome, outcome, error, latency, top, ids in rows
+            for run_id, at, target, run_outcome, outcome, error, latency, top, ids, verdict in rows
         ]
 
     def answered_runs(self, suite: str, target: str, newest: int) -> list[tuple[str, datetime]]:

@@ -59,7 +59,13 @@ class Point:
 
     @property
     def outcome(self) -> str | None:
+        """The query's outcome: whether and how the target answered."""
         return self.row.get("outcome")
+
+    @property
+    def verdict(self) -> str | None:
+        """What the run made of the canary (``measure.case_verdict``)."""
+        return self.row.get("verdict")
 
     @property
     def error(self) -> str | None:
@@ -101,7 +107,8 @@ def columns(rows: Sequence[Row], relevant: Sequence[str], depth: int) -> Columns
         if row.get("outcome") not in ANSWERED:
             continue
         answered[i] = True
-        ids = row.get("ids") or ()
+        # The top ``depth`` only: a run stored when the suite's depth was larger holds more.
+        ids = (row.get("ids") or ())[:depth]
         missing = total = 0
         for doc in relevant:
             if doc in ids:
@@ -184,12 +191,23 @@ def outcome_counts(rows: Sequence[Row]) -> list[tuple[str, int]]:
     return Counter(row.get("outcome") or "none" for row in rows).most_common()
 
 
+def verdict_counts(rows: Sequence[Row]) -> list[tuple[str, int]]:
+    """How often each verdict of the canary occurred, the most frequent first."""
+    return Counter(row.get("verdict") or "unknown" for row in rows).most_common()
+
+
 def absent_now(table: Columns) -> list[str]:
     """The relevant ids missing from the newest answered run's top-k."""
     for i in range(len(table.answered) - 1, -1, -1):
         if table.answered[i]:
             return [doc for doc, ranks in table.ranks.items() if ranks[i] is None]
     return []
+
+
+def never_in(table: Columns) -> set[str]:
+    """The relevant ids that no answered run shown had in its top-k: they did not leave it."""
+    answered = [i for i, yes in enumerate(table.answered) if yes]
+    return {doc for doc, ranks in table.ranks.items() if all(ranks[i] is None for i in answered)}
 
 
 def recent(rows: Sequence[Row], table: Columns, count: int = RECENT_ROWS) -> list[Point]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ragcanary.serve.ui.render import instant
 from ragcanary.store import overview
 from ragcanary.store.storage import Store
 
@@ -38,6 +39,31 @@ class Label:
     id: str
     reason: str  # "missing" or "not_returned"
     words: str
+    looked_up_at: datetime | None = None  # missing: when the index said it no longer holds it
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """When a run looked the index up (its report's ``index_lookup``)."""
+
+    at: datetime | None  # when the index last answered about every relevant id; None: never
+    ids: int  # how many relevant ids the suite has
+    left: list[str]  # relevant ids that left their canary's top-k, asked again in the run
+    left_at: datetime | None  # when they were asked; None: none left, or it could not tell
+
+
+def lookup_of(found: Any) -> Lookup | None:
+    """The ``index_lookup`` of one run's report; None for a run stored before it was kept."""
+    if not isinstance(found, Mapping):
+        return None
+    left = found.get("left")
+    ids = found.get("ids")
+    return Lookup(
+        instant(found.get("at")),
+        ids if isinstance(ids, int) else 0,
+        [str(i) for i in left] if isinstance(left, list) else [],
+        instant(found.get("left_at")),
+    )
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,7 @@ class PairLabels:
     run_id: str | None
     started_at: datetime | None
     labels: list[Label] | None
+    lookup: Lookup | None = None
 
 
 def labels_of(found: Any, runs: int) -> list[Label] | None:
@@ -63,6 +90,7 @@ def labels_of(found: Any, runs: int) -> list[Label] | None:
             str(s.get("id")),
             str(s.get("reason")),
             stale_words(s.get("reason"), runs),
+            instant(s.get("looked_up_at")),
         )
         for s in found
         if isinstance(s, Mapping)
@@ -74,6 +102,15 @@ def by_case(labels: Sequence[Label] | None) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for label in labels or ():
         out.setdefault(label.case, {})[label.id] = label.words
+    return out
+
+
+def looked_up(labels: Sequence[Label] | None) -> dict[str, dict[str, datetime]]:
+    """Case id -> its relevant ids that left the index -> when the index said so."""
+    out: dict[str, dict[str, datetime]] = {}
+    for label in labels or ():
+        if label.looked_up_at is not None:
+            out.setdefault(label.case, {})[label.id] = label.looked_up_at
     return out
 
 
@@ -92,18 +129,28 @@ def newest(
             out.append(PairLabels(suite, target, window, None, None, None))
             continue
         run_id, started_at, _ = found
+        labels, lookup = findings.get(run_id, (None, None))
         out.append(
             PairLabels(
-                suite, target, window, run_id, started_at, labels_of(findings.get(run_id), window)
+                suite,
+                target,
+                window,
+                run_id,
+                started_at,
+                labels_of(labels, window),
+                lookup_of(lookup),
             )
         )
     return out
 
 
-def of_case(store: Store, suite: str, target: str, case: str, runs: int) -> dict[str, str]:
-    """The stale relevant ids of one case on one target (its pair's newest answered run)."""
+def of_case(
+    store: Store, suite: str, target: str, case: str, runs: int
+) -> tuple[dict[str, str], dict[str, datetime]]:
+    """The stale relevant ids of one case on one target (its pair's newest answered run),
+    with the words for why, and when the index said it no longer holds those that left it."""
     (pair,) = newest(store, [(suite, target)], {suite: runs})
-    return by_case(pair.labels).get(case, {})
+    return by_case(pair.labels).get(case, {}), looked_up(pair.labels).get(case, {})
 
 
 def page(daemon: Service, suite: str | None, target: str | None) -> dict[str, Any]:

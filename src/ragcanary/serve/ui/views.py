@@ -265,6 +265,7 @@ def diff(
     diff["newest_outage"] = newest_outage
     found = stalepage.labels_of(after.get("stale_labels"), config.stale_label_runs)
     stale = stalepage.by_case(found)  # what the later run knew, as the diff's marks say
+    stale_at = stalepage.looked_up(found)
     pages = max(1, math.ceil(len(diff["cases"]) / diffpage.PAGE_CASES))
     page_no = min(page_no, pages)
     start = (page_no - 1) * diffpage.PAGE_CASES
@@ -283,6 +284,7 @@ def diff(
         "diff": diff,
         "cases": diffpage.case_diffs(shown, before, after, config.depth, relevant, stale),
         "stale_runs": config.stale_label_runs,
+        "stale_at": stale_at,  # case -> id that left the index -> when the index said so
         "pages": pages,
         "page_no": page_no,
         "choices": choices,
@@ -320,6 +322,9 @@ def case(
         if len(scores) != len(ids):
             scores = [None] * len(ids)
         lists.append((point, list(zip(ids, scores, strict=True))[: config.depth]))
+    stale, stale_at = stalepage.of_case(
+        daemon.store, suite, target, case_id, config.stale_label_runs
+    )
     missing = casepage.absent_now(table)
     events = casepage.events(rows, table)
     missing_since = next((e.at for e in events if e.left and e.doc in missing), None)
@@ -336,14 +341,17 @@ def case(
         "relevant_ids": set(relevant),
         "runs": len(rows),
         "first_at": rows[0]["started_at"] if rows else None,
+        "verdicts": casepage.verdict_counts(rows),
         "outcomes": casepage.outcome_counts(rows),
         "chart": casepage.chart_data(rows, table, config.depth),
         "events": events,
         "missing": missing,
+        "never_in": casepage.never_in(table),  # missing, and in no top-k shown: never left it
         "missing_since": missing_since,
         "lists": lists,
         "recent": casepage.recent(rows, table),
-        "stale": stalepage.of_case(daemon.store, suite, target, case_id, config.stale_label_runs),
+        "stale": stale,
+        "stale_at": stale_at,  # when the index said it no longer holds each that left it
     }
 
 
