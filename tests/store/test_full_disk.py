@@ -1,4 +1,4 @@
-"""A full disk under storage: the write check fails as a run's write does.
+"""A full disk under a real `ragcanary serve`: /readyz says 503 and why, and no run is lost.
 
 The disk is a real one: a tmpfs of a few MiB that the test mounts (as root, as CI runs) and
 fills with a file until the kernel answers ENOSPC. SQLite keeps its database there; PostgreSQL
@@ -9,15 +9,23 @@ test's tables run out of space, never the server's own files or its write-ahead 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import subprocess
+import tempfile
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy
-from retrievers import FakeRetriever, graded_corpus
+import yaml
+from daemon_harness import DaemonProcess, free_port, running, wait_for
+from retrievers import FakeRetriever, graded_corpus, target_entry
+from sqlalchemy.pool import NullPool
 
 from ragcanary.store.errors import StorageUnavailable
 from ragcanary.store.storage import Store
@@ -80,6 +88,121 @@ def _write_forever(fd: int) -> None:
     block = b"\0" * 4096
     while True:
         os.write(fd, block)
+
+
+def _daemon(directory: Path, storage: str, url: str) -> DaemonProcess:
+    cases = [
+        {"id": f"case-{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)
+    ]
+    (directory / "core.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
+    port = free_port()
+    config = {
+        "storage": storage,
+        "listen": f"127.0.0.1:{port}",
+        "targets": {"vendor": target_entry(url, timeout="5s", retries=0)},
+        "suites": {"core": SUITE},
+    }
+    (directory / "ragcanary.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return DaemonProcess(directory / "ragcanary.yaml", port, {"VENDOR_KEY": API_KEY})
+
+
+def _stored(storage: str) -> set[str]:
+    engine = sqlalchemy.create_engine(storage, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return set(conn.execute(sqlalchemy.text("SELECT run_id FROM runs")).scalars())
+    finally:
+        engine.dispose()
+
+
+def _ready(daemon: DaemonProcess) -> tuple[int, dict[str, Any], float]:
+    started = time.monotonic()
+    response = daemon.get("/readyz")
+    return response.status_code, response.json(), time.monotonic() - started
+
+
+def _storage_warnings(daemon: DaemonProcess) -> list[dict[str, Any]]:
+    return [e for e in daemon.events() if e.get("level") == "warning" and "storage" in e["event"]]
+
+
+def _full_disk_is_not_ready_and_recovers(
+    daemon: DaemonProcess, storage: str, disk: Path, full: str
+) -> None:
+    """Fill ``disk`` under a running ``daemon``; /readyz turns 503 naming ``full``, the
+    storage warnings carry the error, and every run is stored once the disk has room again."""
+    daemon.wait_runs("core", "vendor", 2, RUNS_S)
+    wait_for(lambda: _ready(daemon)[0] == 200, RUNS_S, "/readyz to say 200")
+    with disk_filled(disk):
+        wait_for(
+            lambda: daemon.scrape().number("ragcanary_storage_buffered_runs") >= 2,
+            RUNS_S,
+            "runs to wait in the buffer",
+        )
+        answers = [_ready(daemon) for _ in range(5)]
+        assert all(took < READY_WITHIN_S for _, _, took in answers), answers
+        assert [status for status, _, _ in answers] == [503] * 5, answers
+        assert all(full in body["reason"] for _, body, _ in answers), answers
+        warnings = _storage_warnings(daemon)
+        assert warnings, daemon.log
+        assert all(full in (w.get("error") or "") for w in warnings), warnings
+        daemon.wait_runs("core", "vendor", 2, RUNS_S)  # the schedule goes on
+    logged = {e["run_id"] for e in daemon.events() if e["event"] == "run"}
+    wait_for(lambda: _ready(daemon)[0] == 200, RUNS_S, "/readyz to say 200 again")
+    wait_for(lambda: logged <= _stored(storage), RUNS_S, "every run of the full disk stored")
+
+
+def test_a_full_disk_under_sqlite_is_not_ready_and_says_why(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    with small_filesystem(tmp_path / "disk", "8m") as disk:
+        storage = f"sqlite:///{disk / 'ragcanary.db'}"
+        daemon = _daemon(tmp_path, storage, retriever.url)
+        with running(daemon):
+            _full_disk_is_not_ready_and_recovers(daemon, storage, disk, "disk is full")
+
+
+@pytest.fixture
+def postgres_on_small_disk(postgres_server: str) -> Iterator[tuple[str, Path]]:
+    """A storage URL whose tables are created in a tablespace on a small tmpfs, and its mount.
+
+    The server's own files and its write-ahead log stay where they are: only this test's tables
+    run out of space. The tablespace and the schema are dropped after the test.
+    """
+    # Outside pytest's tmp_path, whose parents only root may enter: the server must reach it.
+    base = Path(tempfile.mkdtemp(prefix="ragcanary-pgdisk-"))
+    base.chmod(0o755)
+    disk_dir = base / "disk"
+    owner = subprocess.run(["id", "-u", "postgres"], capture_output=True, text=True, check=False)
+    if owner.returncode != 0:
+        pytest.skip("no postgres user on this machine: the test's PostgreSQL is not local")
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    admin = sqlalchemy.create_engine(
+        postgres_server, poolclass=NullPool, isolation_level="AUTOCOMMIT"
+    )
+    with small_filesystem(disk_dir, "8m", uid=owner.stdout.strip(), mode="0700") as disk:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f"CREATE TABLESPACE \"{name}\" LOCATION '{disk}'"))
+            conn.execute(sqlalchemy.text(f'CREATE SCHEMA "{name}"'))
+        url = sqlalchemy.make_url(postgres_server).update_query_dict(
+            {"options": f"-csearch_path={name} -cdefault_tablespace={name}"}
+        )
+        try:
+            yield url.render_as_string(hide_password=False), disk
+        finally:
+            with admin.connect() as conn:
+                conn.execute(sqlalchemy.text(f'DROP SCHEMA "{name}" CASCADE'))
+                conn.execute(sqlalchemy.text(f'DROP TABLESPACE "{name}"'))
+            admin.dispose()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_full_disk_under_postgres_is_not_ready_and_says_why(
+    tmp_path: Path, retriever: FakeRetriever, postgres_on_small_disk: tuple[str, Path]
+) -> None:
+    storage, disk = postgres_on_small_disk
+    daemon = _daemon(tmp_path, storage, retriever.url)
+    with running(daemon):
+        _full_disk_is_not_ready_and_recovers(daemon, storage, disk, "No space left on device")
 
 
 def _report(run_id: str) -> dict[str, Any]:

@@ -127,7 +127,7 @@ class RunKeeper:
         elif await self.ensure_schema():
             saved = await self._write(self.writer.write, report)
             if not saved and self.writer.pending:
-                self._failed("write", None, "storage refused a write")
+                self._failed("write", self.writer.last_error, "storage refused a write")
         else:
             self.writer.hold(report)
         if not saved:
@@ -135,6 +135,7 @@ class RunKeeper:
                 "storage unreachable; run kept in memory until it returns",
                 run_id=report["run_id"],
                 pending=self.writer.pending,
+                error=self.last_error,
             )
         return saved
 
@@ -159,7 +160,7 @@ class RunKeeper:
             self._failed("write", exc, "storage still unavailable")
             return False
         if self.writer.pending:
-            self._failed("write", None, "storage still unavailable")
+            self._failed("write", self.writer.last_error, "storage still unavailable")
             return False
         if self.down:
             log.info("storage is back: runs are stored again")
@@ -194,8 +195,11 @@ class RunKeeper:
         except StorageError as exc:
             self._on_error("check")
             return str(exc)
-        if self.down or self.writer.pending:
-            await self.retry()  # storage takes writes again: store what waits now
+        # The check's row committed; store what waits now. Ready only once that is stored too:
+        # a run writes more than the check, and a disk can be full for one and not the other
+        # (PostgreSQL puts a small row where a page has room, and cannot extend the table).
+        if (self.down or self.writer.pending) and not await self.retry():
+            return self.last_error or "storage does not take the runs waiting for it"
         return None
 
     def replay_spool(self) -> int:
