@@ -6,6 +6,10 @@ written whole to a temporary file, fsynced and renamed over the old one, so a cr
 point leaves either the old spool or the new one, never half of one; it is deleted only once
 every run it held is stored. Saving a run twice is harmless (storage keeps the first copy).
 
+The temporary file is made in a new directory beside the spool that only the daemon can write
+(``<spool>.<random>.d``, mode 0700, removed after the rename), opened ``O_EXCL | O_NOFOLLOW``:
+a link planted where it is written cannot send the runs into another file.
+
 Where it lives: beside a SQLite database (``ragcanary.db.spool.jsonl``); for PostgreSQL in
 ``$RAGCANARY_SPOOL_DIR`` (default: the working directory, which the container keeps on its
 volume) as ``ragcanary-<database>.spool.jsonl``, named from the URL without its password.
@@ -17,13 +21,16 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy
 
 Report = dict[str, Any]
+
+_TEMPORARY = "spool.jsonl.tmp"
 
 
 def spool_path(storage_url: str, environ: Mapping[str, str]) -> Path:
@@ -72,20 +79,43 @@ class Spool:
         if not reports:
             self.remove()
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with temporary.open("w", encoding="utf-8") as out:
-            for report in reports:
-                out.write(json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.path)
-        _fsync_directory(self.path.parent)
+        lines = (
+            json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n"
+            for report in reports
+        )
+        self._write(self.path, (line.encode("utf-8") for line in lines))
 
     def remove(self) -> None:
         """Delete the spool (every run it held is stored)."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+    def _write(self, target: Path, chunks: Iterator[bytes]) -> None:
+        """Write ``chunks`` to a new file in a private directory, then rename it to ``target``."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # mkdtemp makes a new directory of a random name, mode 0700: nobody else can plant a
+        # link where the file is made, nor swap the file before it is renamed.
+        private = tempfile.mkdtemp(prefix=self.path.name + ".", suffix=".d", dir=self.path.parent)
+        directory = os.open(private, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(_TEMPORARY, flags, 0o600, dir_fd=directory)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    for chunk in chunks:
+                        out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(_TEMPORARY, target, src_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(_TEMPORARY, dir_fd=directory)
+                raise
+        finally:
+            os.close(directory)
+            with contextlib.suppress(OSError):
+                os.rmdir(private)
+        _fsync_directory(target.parent)
 
 
 def _fsync_directory(directory: Path) -> None:
