@@ -1,14 +1,18 @@
-"""A planted spool link under a real `ragcanary serve`: it follows none, and loses no run.
+"""A damaged or planted spool under a real `ragcanary serve`: it starts, and loses nothing.
 
 The spool is the file a daemon leaves at SIGTERM with the runs storage did not take
-(store/spool.py). Writing it follows no link planted beside it.
+(store/spool.py). What the next start cannot read (a line cut inside a character, a line nested
+too deep to decode, a directory where the file should be, a symbolic link) is skipped, logged
+once, counted in ``ragcanary_storage_errors_total{operation="spool"}`` and kept aside as
+``.bad``; the readable runs are stored. Writing the spool follows no link planted beside it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy
@@ -16,12 +20,14 @@ import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
 from retrievers import FakeRetriever, graded_corpus, target_entry
 from sqlalchemy.pool import NullPool
+from test_storage import NOW, make_report
 from test_storage_faults import immutable
 
 API_KEY = "sk-spool-faults-9d4"
 QUERIES = [f"question {i:02d}" for i in range(4)]
 STORED_S = 40.0
 SPOOL = "ragcanary.db.spool.jsonl"
+GOOD = ["spooled-1", "spooled-2", "spooled-3"]
 
 
 def _daemon(directory: Path, url: str, every: str = "1h") -> DaemonProcess:
@@ -53,6 +59,97 @@ def _stored(storage: str) -> set[str]:
 def retriever() -> Iterator[FakeRetriever]:
     with FakeRetriever(corpus=graded_corpus(QUERIES), api_key=API_KEY) as fake:
         yield fake
+
+
+def _line(run_id: str) -> bytes:
+    report = make_report(run_id, NOW, target="vendor", case_ids=("case-0", "café-1"))
+    return json.dumps(report, ensure_ascii=False).encode() + b"\n"
+
+
+def _cut_inside_a_character(spool: Path) -> bytes:
+    """The file ends inside the two bytes of an "é" (a copy cut short, a disk that filled)."""
+    whole = _line("spooled-cut")
+    cut = whole[: whole.index("é".encode()) + 1]
+    spool.write_bytes(b"".join(_line(r) for r in GOOD) + cut)
+    return cut
+
+
+def _nested_too_deep(spool: Path) -> bytes:
+    """A line of arrays nested far deeper than any report, between readable ones."""
+    deep = b"[" * 100_000 + b"]" * 100_000 + b"\n"
+    spool.write_bytes(_line(GOOD[0]) + deep + _line(GOOD[1]) + _line(GOOD[2]))
+    return deep
+
+
+CORRUPT_LINES: dict[str, Callable[[Path], bytes]] = {
+    "cut inside a character": _cut_inside_a_character,
+    "nested too deep": _nested_too_deep,
+}
+
+
+def _spool_errors(daemon: DaemonProcess) -> float:
+    return daemon.scrape().number("ragcanary_storage_errors_total", operation="spool")
+
+
+def _skipped(daemon: DaemonProcess) -> list[dict[str, Any]]:
+    return [e for e in daemon.events() if e["event"].startswith("spool")]
+
+
+@pytest.mark.parametrize("corrupt", CORRUPT_LINES.values(), ids=CORRUPT_LINES.keys())
+def test_an_unreadable_spool_line_is_kept_aside_and_the_others_are_stored(
+    tmp_path: Path, retriever: FakeRetriever, corrupt: Callable[[Path], bytes]
+) -> None:
+    bad = corrupt(tmp_path / SPOOL)
+    daemon = _daemon(tmp_path, retriever.url)
+    with running(daemon):
+        storage = f"sqlite:///{tmp_path / 'ragcanary.db'}"
+        wait_for(lambda: set(GOOD) <= _stored(storage), STORED_S, "the readable runs stored")
+        assert _spool_errors(daemon) == 1
+        skipped = _skipped(daemon)
+        assert len(skipped) == 1, skipped
+        assert skipped[0]["level"] == "error"
+        assert skipped[0]["line"] == (4 if bad.startswith(b"{") else 2)
+        assert skipped[0]["reason"]
+        kept = tmp_path / skipped[0]["kept_at"]
+        wait_for(lambda: not (tmp_path / SPOOL).exists(), STORED_S, "the spool to be removed")
+    assert kept.name.endswith(".bad")
+    assert bad.rstrip(b"\n") in kept.read_bytes()
+    assert "spooled-cut" not in _stored(storage)
+
+
+def test_a_directory_where_the_spool_should_be_is_moved_aside(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    (tmp_path / SPOOL).mkdir()
+    (tmp_path / SPOOL / "notes.txt").write_text("someone's notes", encoding="utf-8")
+    daemon = _daemon(tmp_path, retriever.url)
+    with running(daemon):
+        assert _spool_errors(daemon) == 1
+        skipped = _skipped(daemon)
+        assert len(skipped) == 1, skipped
+        assert "directory" in skipped[0]["reason"]
+        kept = tmp_path / skipped[0]["kept_at"]
+        assert daemon.get("/readyz").status_code == 200
+    assert (kept / "notes.txt").read_text(encoding="utf-8") == "someone's notes"
+    assert not (tmp_path / SPOOL).exists()
+
+
+def test_a_spool_that_is_a_symbolic_link_is_not_followed(
+    tmp_path: Path, retriever: FakeRetriever
+) -> None:
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_bytes(b"".join(_line(r) for r in GOOD))
+    (tmp_path / SPOOL).symlink_to(elsewhere)
+    daemon = _daemon(tmp_path, retriever.url)
+    with running(daemon):
+        assert _spool_errors(daemon) == 1
+        skipped = _skipped(daemon)
+        assert len(skipped) == 1, skipped
+        assert "symbolic link" in skipped[0]["reason"]
+        kept = tmp_path / skipped[0]["kept_at"]
+        assert not _stored(f"sqlite:///{tmp_path / 'ragcanary.db'}") & set(GOOD)
+    assert kept.is_symlink()
+    assert elsewhere.read_bytes() == b"".join(_line(r) for r in GOOD)
 
 
 def test_a_link_planted_as_the_spools_temporary_file_is_not_followed(

@@ -15,7 +15,7 @@ import structlog
 
 from ragcanary.store.buffer import BufferedWriter
 from ragcanary.store.errors import StorageError
-from ragcanary.store.spool import Spool
+from ragcanary.store.spool import Contents, Spool
 from ragcanary.store.storage import Store
 from ragcanary.threads import run_in
 
@@ -171,8 +171,16 @@ class RunKeeper:
     def _spool_stored(self) -> None:
         """Every run the spool held is stored: it has done its job."""
         if self._replayed and self.spool is not None:
-            self.spool.remove()
             self._replayed = False
+            try:
+                self.spool.remove()
+            except OSError as exc:
+                log.error(
+                    "cannot delete the spool file; its runs are stored, and the next start "
+                    "stores them again (harmless)",
+                    spool=str(self.spool.path),
+                    error=exc.strerror,
+                )
 
     async def writable(self, deadline_s: float) -> str | None:
         """None when storage takes a write within ``deadline_s``, else why not (``/readyz``).
@@ -203,15 +211,20 @@ class RunKeeper:
         return None
 
     def replay_spool(self) -> int:
-        """Queue the runs a previous process spooled at shutdown; how many there were."""
+        """Queue the runs a previous process spooled at shutdown; how many there were.
+
+        What cannot be read is skipped, logged and counted once (operation ``spool``), and the
+        spool as it was is kept aside as ``.bad``; nothing here raises.
+        """
         if self.spool is None:
             return 0
-        reports, unreadable = self.spool.read()
+        contents = self.spool.read()
+        if contents.skipped:
+            self._skip(self.spool, contents)
+        reports = contents.reports
         for report in reports:
             self.writer.hold(report)
         self._replayed = bool(reports)
-        if unreadable:
-            log.error("spool lines that could not be read were skipped", lines=unreadable)
         if reports:
             log.info(
                 "runs spooled by the previous process are waiting for storage",
@@ -219,6 +232,29 @@ class RunKeeper:
                 spool=str(self.spool.path),
             )
         return len(reports)
+
+    def _skip(self, spool: Spool, contents: Contents) -> None:
+        """Keep an unreadable spool (or its unreadable lines) aside; log and count each."""
+        kept: str | None = None
+        why_not_kept: str | None = None
+        try:
+            kept = str(spool.set_aside(contents))
+        except OSError as exc:
+            why_not_kept = (
+                f"it could not be kept aside ({exc.strerror}), so the spool is left as it is"
+            )
+        for skipped in contents.skipped:
+            self._on_error("spool")
+            log.error(
+                "spool file skipped: it cannot be read"
+                if skipped.line is None
+                else "spool line skipped: it cannot be read",
+                spool=str(spool.path),
+                line=skipped.line,
+                reason=f"{'the file' if skipped.line is None else 'the line'} {skipped.reason}",
+                kept_at=kept,
+                **({"error": why_not_kept} if why_not_kept else {}),
+            )
 
     async def baseline(self, pair: Pair, mode: str) -> KeptReport | None:
         """The report ``pair``'s next run is compared with: pinned, or the previous answered run."""
