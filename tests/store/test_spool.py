@@ -58,6 +58,15 @@ def test_the_spool_holds_what_replace_wrote(spool: Spool) -> None:
     assert not spool.path.exists()
 
 
+def test_a_report_with_text_utf_8_cannot_hold_is_spooled_and_read_back(spool: Spool) -> None:
+    # A target may answer "\\ud800" in JSON: a lone surrogate, which storage keeps escaped.
+    report = make_report("r1", NOW)
+    report["cases"][0]["ids"] = ["doc-\ud800", "doc-é"]
+    spool.replace([report])
+    contents = spool.read()
+    assert (contents.reports, contents.skipped) == ([report], [])
+
+
 @pytest.mark.parametrize(
     ("bad", "reason"),
     [

@@ -152,11 +152,7 @@ class Spool:
         if not reports:
             self.remove()
             return
-        lines = (
-            json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n"
-            for report in reports
-        )
-        self._write(self.path, (line.encode("utf-8") for line in lines))
+        self._write(self.path, (_line(report) for report in reports))
 
     def remove(self) -> None:
         """Delete the spool (every run it held is stored).
@@ -226,6 +222,16 @@ class Spool:
                 self._write(aside, iter((data,)))
                 return aside
         raise OSError(errno.EEXIST, f"no free name for {self.path}.bad: clear the old ones")
+
+
+def _line(report: Report) -> bytes:
+    """One spool line of ``report``: UTF-8 JSON, ``\\u`` escapes where UTF-8 cannot hold the
+    text (a lone surrogate in an id or an error a target sent)."""
+    text = json.dumps(report, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(report, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _whole(reason: str) -> Contents:
