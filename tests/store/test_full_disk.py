@@ -168,32 +168,36 @@ def postgres_on_small_disk(postgres_server: str) -> Iterator[tuple[str, Path]]:
     The server's own files and its write-ahead log stay where they are: only this test's tables
     run out of space. The tablespace and the schema are dropped after the test.
     """
-    # Outside pytest's tmp_path, whose parents only root may enter: the server must reach it.
-    base = Path(tempfile.mkdtemp(prefix="ragcanary-pgdisk-"))
-    base.chmod(0o755)
-    disk_dir = base / "disk"
+    if sqlalchemy.make_url(postgres_server).host not in ("127.0.0.1", "localhost", "::1"):
+        pytest.skip(f"{postgres_server} is not on this machine: no tablespace on a local disk")
     owner = subprocess.run(["id", "-u", "postgres"], capture_output=True, text=True, check=False)
     if owner.returncode != 0:
-        pytest.skip("no postgres user on this machine: the test's PostgreSQL is not local")
+        pytest.skip("no postgres user on this machine to own the tablespace's directory")
     name = f"test_{uuid.uuid4().hex[:16]}"
     admin = sqlalchemy.create_engine(
         postgres_server, poolclass=NullPool, isolation_level="AUTOCOMMIT"
     )
-    with small_filesystem(disk_dir, "8m", uid=owner.stdout.strip(), mode="0700") as disk:
-        with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f"CREATE TABLESPACE \"{name}\" LOCATION '{disk}'"))
-            conn.execute(sqlalchemy.text(f'CREATE SCHEMA "{name}"'))
-        url = sqlalchemy.make_url(postgres_server).update_query_dict(
-            {"options": f"-csearch_path={name} -cdefault_tablespace={name}"}
-        )
-        try:
-            yield url.render_as_string(hide_password=False), disk
-        finally:
+    # Outside pytest's tmp_path, whose parents only root may enter: the server must reach it.
+    base = Path(tempfile.mkdtemp(prefix="ragcanary-pgdisk-"))
+    try:
+        base.chmod(0o755)
+        with small_filesystem(base / "disk", "8m", uid=owner.stdout.strip(), mode="0700") as disk:
             with admin.connect() as conn:
-                conn.execute(sqlalchemy.text(f'DROP SCHEMA "{name}" CASCADE'))
-                conn.execute(sqlalchemy.text(f'DROP TABLESPACE "{name}"'))
-            admin.dispose()
-    shutil.rmtree(base, ignore_errors=True)
+                conn.execute(sqlalchemy.text(f"CREATE TABLESPACE \"{name}\" LOCATION '{disk}'"))
+            try:
+                with admin.connect() as conn:
+                    conn.execute(sqlalchemy.text(f'CREATE SCHEMA "{name}"'))
+                url = sqlalchemy.make_url(postgres_server).update_query_dict(
+                    {"options": f"-csearch_path={name} -cdefault_tablespace={name}"}
+                )
+                yield url.render_as_string(hide_password=False), disk
+            finally:
+                with admin.connect() as conn:
+                    conn.execute(sqlalchemy.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+                    conn.execute(sqlalchemy.text(f'DROP TABLESPACE "{name}"'))
+    finally:
+        admin.dispose()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_full_disk_under_postgres_is_not_ready_and_says_why(
