@@ -99,6 +99,19 @@ def test_runs_written_during_an_outage_are_saved_in_order_when_it_ends(
     assert [r["run_id"] for r in store.list_runs()] == ["r3", "r2", "r1"]
 
 
+def test_the_writer_keeps_why_storage_refused_the_last_save(
+    store: RecordingStore, outage: Outage
+) -> None:
+    """Whoever reports the outage can say why: the store's own error is kept."""
+    writer = BufferedWriter(store)
+    assert writer.last_error is None
+    outage.begin()
+    writer.write(report("r1", 1))
+    assert writer.last_error is not None
+    assert "cannot reach the database" in str(writer.last_error)
+    outage.end()
+
+
 def test_flush_saves_the_backlog_and_stops_at_the_first_failure(
     store: RecordingStore, outage: Outage
 ) -> None:

@@ -233,7 +233,8 @@ class Exporter:
         self._p.buffered.set(runs)
 
     def count_storage_error(self, operation: str) -> None:
-        """Count one failed storage call (``operation``: read, write or check)."""
+        """Count one failed storage call (``operation``: read, write or check), or one line or
+        file of the spool that could not be read (``spool``)."""
         self._p.storage_errors.labels(operation).inc()
 
     def count_candidate(self, signal: str) -> None:

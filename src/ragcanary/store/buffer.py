@@ -39,6 +39,8 @@ class BufferedWriter:
         self._on_drop = on_drop
         self._on_reject = on_reject
         self._backlog: deque[Report] = deque()
+        # Why storage last refused a save, so that whoever reports the outage can say why.
+        self.last_error: StorageUnavailable | None = None
         # _lock guards the backlog only and is never held while storage is called, so that
         # ``hold`` and ``pending`` answer at once while a write hangs on a dead database.
         # _writing lets one writer at a time call storage, which keeps the order of saves.
@@ -64,8 +66,8 @@ class BufferedWriter:
                 try:
                     self._store.save_run(report)
                     return True
-                except StorageUnavailable:
-                    pass
+                except StorageUnavailable as error:
+                    self.last_error = error
                 except StorageError as error:
                     self._reject(report, error)
                     return False
@@ -99,7 +101,8 @@ class BufferedWriter:
                 report = self._backlog[0]
             try:
                 self._store.save_run(report)
-            except StorageUnavailable:
+            except StorageUnavailable as error:
+                self.last_error = error
                 return saved
             except StorageError as error:
                 self._remove(report)

@@ -15,7 +15,7 @@ import structlog
 
 from ragcanary.store.buffer import BufferedWriter
 from ragcanary.store.errors import StorageError
-from ragcanary.store.spool import Spool
+from ragcanary.store.spool import Contents, Spool
 from ragcanary.store.storage import Store
 from ragcanary.threads import run_in
 
@@ -127,7 +127,7 @@ class RunKeeper:
         elif await self.ensure_schema():
             saved = await self._write(self.writer.write, report)
             if not saved and self.writer.pending:
-                self._failed("write", None, "storage refused a write")
+                self._failed("write", self.writer.last_error, "storage refused a write")
         else:
             self.writer.hold(report)
         if not saved:
@@ -135,6 +135,7 @@ class RunKeeper:
                 "storage unreachable; run kept in memory until it returns",
                 run_id=report["run_id"],
                 pending=self.writer.pending,
+                error=self.last_error,
             )
         return saved
 
@@ -159,7 +160,7 @@ class RunKeeper:
             self._failed("write", exc, "storage still unavailable")
             return False
         if self.writer.pending:
-            self._failed("write", None, "storage still unavailable")
+            self._failed("write", self.writer.last_error, "storage still unavailable")
             return False
         if self.down:
             log.info("storage is back: runs are stored again")
@@ -170,8 +171,16 @@ class RunKeeper:
     def _spool_stored(self) -> None:
         """Every run the spool held is stored: it has done its job."""
         if self._replayed and self.spool is not None:
-            self.spool.remove()
             self._replayed = False
+            try:
+                self.spool.remove()
+            except OSError as exc:
+                log.error(
+                    "cannot delete the spool file; its runs are stored, and the next start "
+                    "stores them again (harmless)",
+                    spool=str(self.spool.path),
+                    error=exc.strerror,
+                )
 
     async def writable(self, deadline_s: float) -> str | None:
         """None when storage takes a write within ``deadline_s``, else why not (``/readyz``).
@@ -194,20 +203,28 @@ class RunKeeper:
         except StorageError as exc:
             self._on_error("check")
             return str(exc)
-        if self.down or self.writer.pending:
-            await self.retry()  # storage takes writes again: store what waits now
+        # The check's row committed; store what waits now. Ready only once that is stored too:
+        # a run writes more than the check, and a disk can be full for one and not the other
+        # (PostgreSQL puts a small row where a page has room, and cannot extend the table).
+        if (self.down or self.writer.pending) and not await self.retry():
+            return self.last_error or "storage does not take the runs waiting for it"
         return None
 
     def replay_spool(self) -> int:
-        """Queue the runs a previous process spooled at shutdown; how many there were."""
+        """Queue the runs a previous process spooled at shutdown; how many there were.
+
+        What cannot be read is skipped, logged and counted once (operation ``spool``), and the
+        spool as it was is kept aside as ``.bad``; nothing here raises.
+        """
         if self.spool is None:
             return 0
-        reports, unreadable = self.spool.read()
+        contents = self.spool.read()
+        if contents.skipped:
+            self._skip(self.spool, contents)
+        reports = contents.reports
         for report in reports:
             self.writer.hold(report)
         self._replayed = bool(reports)
-        if unreadable:
-            log.error("spool lines that could not be read were skipped", lines=unreadable)
         if reports:
             log.info(
                 "runs spooled by the previous process are waiting for storage",
@@ -215,6 +232,29 @@ class RunKeeper:
                 spool=str(self.spool.path),
             )
         return len(reports)
+
+    def _skip(self, spool: Spool, contents: Contents) -> None:
+        """Keep an unreadable spool (or its unreadable lines) aside; log and count each."""
+        kept: str | None = None
+        why_not_kept: str | None = None
+        try:
+            kept = str(spool.set_aside(contents))
+        except OSError as exc:
+            why_not_kept = (
+                f"it could not be kept aside ({exc.strerror}), so the spool is left as it is"
+            )
+        for skipped in contents.skipped:
+            self._on_error("spool")
+            log.error(
+                "spool file skipped: it cannot be read"
+                if skipped.line is None
+                else "spool line skipped: it cannot be read",
+                spool=str(spool.path),
+                line=skipped.line,
+                reason=f"{'the file' if skipped.line is None else 'the line'} {skipped.reason}",
+                kept_at=kept,
+                **({"error": why_not_kept} if why_not_kept else {}),
+            )
 
     async def baseline(self, pair: Pair, mode: str) -> KeptReport | None:
         """The report ``pair``'s next run is compared with: pinned, or the previous answered run."""

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, and_, delete, exc, or_, select, text, update
+from sqlalchemy import Connection, Engine, and_, delete, exc, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import RunFindings
@@ -34,13 +35,16 @@ from ragcanary.store.rows import (
     vector_row,
 )
 from ragcanary.store.schema import baselines as baselines_table
-from ragcanary.store.schema import claims, points, results, runs, schema_version, vectors
+from ragcanary.store.schema import claims, points, results, runs, vectors
 
 # Outcomes of runs worth keeping longer: they are what an incident review looks for.
 FAILED_OUTCOMES = ("regression", "unavailable")
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
 _SQLITE_UNAVAILABLE = {3, 5, 6, 7, 8, 10, 13, 14, 15}
+# run_id (with random hex digits after it), suite and target of check_write's row: nobody
+# sees that row, but a database log of a failed check names it.
+_PROBE_PREFIX = "~write-check-"
 
 
 class Store(ClaimsMixin):
@@ -373,13 +377,26 @@ class Store(ClaimsMixin):
             conn.execute(text("SELECT 1"))
 
     def check_write(self) -> None:
-        """Raise StorageUnavailable unless a write commits now (call ``migrate`` first).
+        """Raise StorageUnavailable unless a new row commits now (call ``migrate`` first).
 
-        A real, harmless write: reachable is not enough, a read-only file or a database in
-        recovery answers reads and refuses every run.
+        Reachable is not enough: a read-only file or a database in recovery answers reads and
+        refuses every run. So the check writes what a run writes, a new row of ``runs``, and
+        deletes it in the same transaction: nobody ever sees it and the database does not
+        grow, but the commit writes the pages a run's would. (An UPDATE that leaves a row as
+        it was is no check: SQLite skips an unchanged cell and then writes nothing at all, so
+        it committed on a full disk that refused every run.)
         """
+        probe = {
+            "run_id": f"{_PROBE_PREFIX}{uuid.uuid4().hex}",
+            "suite": _PROBE_PREFIX,
+            "target": _PROBE_PREFIX,
+            "started_at": self._clock(),
+            "outcome": "write-check",
+            "report": {},
+        }
         with self._write() as conn:
-            conn.execute(update(schema_version).values(applied_at=schema_version.c.applied_at))
+            conn.execute(runs.insert().values(probe))
+            conn.execute(delete(runs).where(runs.c.run_id == probe["run_id"]))
 
     def close(self) -> None:
         """Close every pooled connection."""
