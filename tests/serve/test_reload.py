@@ -60,9 +60,10 @@ class Setup:
         }
         self.config.write_text(yaml.safe_dump(data, sort_keys=False) + extra, encoding="utf-8")
 
-    def daemon(self) -> DaemonProcess:
+    def daemon(self, *args: str) -> DaemonProcess:
+        """The daemon of this config; ``args`` follow ``serve -c CONFIG``."""
         env = {"VENDOR_KEY": API_KEY, "RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN}
-        return DaemonProcess(self.config, self.port, env)
+        return DaemonProcess(self.config, self.port, env, args=args)
 
 
 @pytest.fixture
@@ -160,6 +161,30 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
         assert moved in (timedelta(0), timedelta(hours=1)), moved
         daemon.wait_runs("fast", "vendor", 2, RUNS_S)
         assert daemon.process.poll() is None
+
+
+def test_a_reload_keeps_the_listen_address_given_on_the_command_line(setup: Setup) -> None:
+    """`serve --listen` outlives a reload of the unchanged file: no "listen changed" warning,
+    the same config hash, and ragcanary_ui_info still the address the daemon answers at."""
+    setup.write({"hourly": HOURLY})
+    # The file names another address; --listen overrides it.
+    elsewhere = f"127.0.0.1:{free_port()}"
+    text = setup.config.read_text(encoding="utf-8")
+    setup.config.write_text(text.replace(f"127.0.0.1:{setup.port}", elsewhere), encoding="utf-8")
+    here = f"127.0.0.1:{setup.port}"
+    with running(setup.daemon("--listen", here)) as daemon:
+        before = daemon.scrape()
+        answer = reload(daemon)
+        assert answer.status_code == 200, answer.text
+        after = daemon.scrape()
+        log = daemon.log
+    assert before.label_values("ragcanary_ui_info", "url") == {f"http://{here}"}
+    assert after.label_values("ragcanary_ui_info", "url") == {f"http://{here}"}
+    hashes = after.label_values("ragcanary_config_hash", "hash")
+    assert hashes == before.label_values("ragcanary_config_hash", "hash"), hashes
+    assert len(hashes) == 1
+    assert "warnings" not in answer.json(), answer.json()
+    assert "listen changed" not in log
 
 
 def test_reloads_leave_the_schedule_of_unchanged_jobs_alone(setup: Setup) -> None:
