@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,6 +22,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ragcanary.serve.guard import credentials_match
 from ragcanary.serve.ui import candidatespage, runpage, stalepage, views
+from ragcanary.serve.ui import pinned as pin_notice
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
 from ragcanary.store.errors import StorageError
@@ -228,8 +230,13 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         target: str | None = None,
         run: str | None = None,
         pinned: str | None = None,
+        at: str | None = None,
+        proof: str | None = None,
     ) -> Response:
-        notice = f"Pinned run {pinned} as the baseline of {suite} on {target}." if pinned else ""
+        # Only the redirect of a pin that happened proves it; a link anyone writes does not.
+        said = {"suite": suite, "target": target, "pinned": pinned, "at": at, "proof": proof}
+        given = {key: value for key, value in said.items() if value is not None}
+        notice = pin_notice.notice(daemon.loaded.config.admin_token, given, time.time())
         return await page(
             lambda: html(
                 "baselines.html",
@@ -281,7 +288,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         except (views.PageError, StorageError) as error:
             failed = error
             return await page(lambda: _raise(failed))
-        query = {"suite": suite, "target": target, "pinned": pinned}
+        query = pin_notice.redirect_query(admin, suite, target, pinned, time.time())
         return RedirectResponse(f"/ui/baselines?{urlencode(query)}", status_code=303)
 
 
