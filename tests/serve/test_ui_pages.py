@@ -91,7 +91,7 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(create_app(daemon))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 
 
@@ -282,7 +282,7 @@ async def test_the_baselines_page_without_a_token_says_how_to_set_one(
     try:
         first = await daemon.run_now(VENDOR)
         transport = httpx.ASGITransport(create_app(daemon))
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as ui:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
             text = _page(await ui.get("/ui/baselines"))
             refused = await ui.post(
                 "/ui/baselines",

@@ -24,6 +24,7 @@ from ragcanary.config.units import (
 from ragcanary.errors import UsageError
 from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
 from ragcanary.serve.guard import Guard
+from ragcanary.serve.hosts import Hosts
 from ragcanary.serve.intake import Refused
 from ragcanary.serve.ui.pages import add_pages
 from ragcanary.store.candidates import CandidateStore
@@ -90,6 +91,9 @@ def create_app(daemon: Service) -> FastAPI:
         admin_token=lambda: daemon.loaded.config.admin_token,
         ingest_token=lambda: daemon.loaded.config.ingest_token,
     )
+    # Added last, so it runs first: a request for another host learns nothing, not even
+    # whether a token would be needed.
+    app.add_middleware(Hosts, config=lambda: daemon.loaded.config)
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
