@@ -85,7 +85,8 @@ def _storage_down(exc: StorageError) -> HTTPException:
 
 def create_app(daemon: Service) -> FastAPI:
     """The FastAPI app bound to one running daemon, through the narrow ``Service`` protocol."""
-    app = FastAPI(title="ragcanary", version=__version__)
+    # No Swagger UI or ReDoc: both load from a CDN (blank offline); /docs is a page of ours.
+    app = FastAPI(title="ragcanary", version=__version__, docs_url=None, redoc_url=None)
     app.add_middleware(
         Guard,
         admin_token=lambda: daemon.loaded.config.admin_token,

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ragcanary.serve.guard import credentials_match
-from ragcanary.serve.ui import candidatespage, runpage, stalepage, views
+from ragcanary.serve.ui import apidocs, candidatespage, runpage, stalepage, views
 from ragcanary.serve.ui import pinned as pin_notice
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
@@ -86,6 +86,11 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
         return RedirectResponse("/ui/", status_code=307)
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs() -> Response:
+        rows = apidocs.operations(app.openapi())
+        return await page(lambda: html("apidocs.html", page="api", operations=rows))
 
     @app.get("/ui", include_in_schema=False)
     async def ui_bare() -> RedirectResponse:
