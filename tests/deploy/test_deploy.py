@@ -508,6 +508,10 @@ def test_installed_image_serves_the_compose_stack(image_venv: Path, tmp_path: Pa
 
             wait_for(answered_run, DEADLINE_S, "a run of the demo suite to pass")
             assert httpx.get(f"http://{listen}/readyz", timeout=10).status_code == 200
+            # The wheel ships the runbooks the alerts link to, and the pages they render in.
+            runbook = httpx.get(f"http://{listen}/ui/runbooks/RagCanaryRegression", timeout=10)
+            assert runbook.status_code == 200, runbook.text
+            assert '<h2 id="check-first">Check first</h2>' in runbook.text
             daemon.terminate()
             assert daemon.wait(timeout=60) == 0
         assert not healthy(), "the HEALTHCHECK passes with no daemon running"

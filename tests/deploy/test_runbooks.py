@@ -12,9 +12,11 @@ import typer.main
 from alert_contract import CONTRACT, alert_rules
 
 from ragcanary.cli.app import app
+from ragcanary.serve.ui import runbookpage
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNBOOKS = ROOT / "docs" / "runbooks"
+# In the package, which serves them at /ui/runbooks/; docs/runbooks links to this folder.
+RUNBOOKS = ROOT / "src" / "ragcanary" / "serve" / "ui" / "runbooks"
 PAGES = sorted(p for p in RUNBOOKS.glob("*.md") if p.name != "README.md")
 
 
@@ -33,8 +35,17 @@ def ragcanary_commands(text: str) -> list[list[str]]:
 
 
 def test_there_is_a_runbook_for_each_alert_of_the_contract_and_no_other() -> None:
-    """docs/runbooks/<AlertName>.md exists for exactly the alerts of the rules file."""
+    """<AlertName>.md exists for exactly the alerts of the rules file, and the daemon serves
+    exactly those."""
     assert {p.stem for p in PAGES} == CONTRACT
+    assert runbookpage.names() == CONTRACT
+
+
+def test_docs_runbooks_is_the_packaged_folder_not_a_copy() -> None:
+    """One copy of each runbook: docs/runbooks is a link to the folder the package ships."""
+    docs = ROOT / "docs" / "runbooks"
+    assert docs.is_symlink()
+    assert docs.resolve() == RUNBOOKS.resolve()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ragcanary.serve.guard import credentials_match
-from ragcanary.serve.ui import apidocs, candidatespage, runpage, stalepage, views
+from ragcanary.serve.ui import apidocs, candidatespage, runbookpage, runpage, stalepage, views
 from ragcanary.serve.ui import pinned as pin_notice
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
@@ -91,6 +91,24 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     async def api_docs() -> Response:
         rows = apidocs.operations(app.openapi())
         return await page(lambda: html("apidocs.html", page="api", operations=rows))
+
+    @app.get("/ui/runbooks/", include_in_schema=False)
+    @app.get("/ui/runbooks/{name}", include_in_schema=False)
+    async def runbook(name: str | None = None) -> Response:
+        """An alert's runbook (its ``runbook_url``), or the index of them all."""
+
+        def shown() -> Response:
+            found = runbookpage.page(name)
+            if found is None:
+                raise views.PageError(
+                    404,
+                    "No such runbook",
+                    f"No alert of this version of ragcanary is called {name}.",
+                    "Every runbook is listed at /ui/runbooks/.",
+                )
+            return html("runbook.html", page="runbooks", **found)
+
+        return await page(shown)
 
     @app.get("/ui", include_in_schema=False)
     async def ui_bare() -> RedirectResponse:
