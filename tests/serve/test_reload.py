@@ -241,11 +241,12 @@ class ExporterThatFailsOnce(Exporter):
         *,
         config_hash: str | None = None,
         ui_url: str | None = None,
+        runbook_url: str | None = None,
     ) -> None:
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("the registry refused a series")
-        super().load(pairs, config_hash=config_hash, ui_url=ui_url)
+        super().load(pairs, config_hash=config_hash, ui_url=ui_url, runbook_url=runbook_url)
 
 
 @pytest.mark.anyio
@@ -327,6 +328,43 @@ async def test_a_reload_that_changes_ui_url_replaces_the_ui_info_series(tmp_path
         path.write_text(config_yaml(config), encoding="utf-8")
         assert (await daemon.reload()).status == 200
         assert "ragcanary_ui_info{" not in exporter.exposition().decode()
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        await daemon.keeper.close()
+
+
+@pytest.mark.anyio
+async def test_runbook_base_url_is_exported_for_the_alerts_and_follows_a_reload(
+    tmp_path: Path,
+) -> None:
+    """ragcanary_runbook_info{url} carries runbook_base_url, where the alert rules link each
+    alert's runbook; unset, there is no series and the rules link the daemon's own pages."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "ui_url": "https://ragcanary.example.com",
+        "runbook_base_url": "https://wiki.example.com/runbooks/",
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"hourly": HOURLY},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": API_KEY}
+    exporter = Exporter()
+    daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
+    daemon._export_config(daemon.loaded)  # what startup() does
+    daemon.scheduler.start(paused=True)
+    daemon.jobs.schedule_all(daemon.loaded, daemon.prune)
+    sample = exporter.registry.get_sample_value
+    try:
+        assert sample("ragcanary_runbook_info", {"url": "https://wiki.example.com/runbooks"}) == 1
+        del config["runbook_base_url"]
+        path.write_text(config_yaml(config), encoding="utf-8")
+        assert (await daemon.reload()).status == 200
+        assert "ragcanary_runbook_info{" not in exporter.exposition().decode()
+        assert sample("ragcanary_ui_info", {"url": "https://ragcanary.example.com"}) == 1.0
     finally:
         daemon.scheduler.shutdown(wait=False)
         await daemon.keeper.close()

@@ -228,6 +228,9 @@ class Config(Strict):
     # Where people reach the web pages (/ui/) from outside, e.g. behind a proxy: the daemon
     # cannot know it, and links from alerts, dashboards and logs need it.
     ui_url: str | None = None
+    # Where alerts link their runbooks (RUNBOOK_BASE_URL/ALERT) instead of the daemon's own
+    # /ui/runbooks/ at ui_url: a wiki, say.
+    runbook_base_url: str | None = None
     # Host names the API and pages answer besides localhost, the listen address and ui_url's
     # host, so that a web page of another site cannot read them through DNS rebinding.
     allowed_hosts: list[HostPattern] = Field(default_factory=list)
@@ -270,7 +273,7 @@ class Config(Strict):
             )
         return listen
 
-    @field_validator("ui_url")
+    @field_validator("ui_url", "runbook_base_url")
     @classmethod
     def _base_url(cls, url: str | None) -> str | None:
         if url is None:
