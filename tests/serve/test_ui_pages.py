@@ -18,7 +18,7 @@ from retrievers import FakeRetriever, target_entry
 from ragcanary.config.model import SuiteConfig
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.ui import casepage, fleet
+from ragcanary.serve.ui import casepage, fleet, runbookpage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -375,6 +375,10 @@ async def test_every_alert_s_runbook_is_a_page_of_the_daemon(ui: httpx.AsyncClie
         assert f'<a href="/ui/runbooks/{alert}">{alert}</a>' in index
     for missing in ("RagCanaryNoSuchAlert", "README", "..%2Fpages.py", "RagCanaryStale.md"):
         assert (await ui.get(f"/ui/runbooks/{missing}")).status_code == 404, missing
+    # Names asked for that have no runbook are not kept: a client cannot grow the cache.
+    for i in range(50):
+        assert (await ui.get(f"/ui/runbooks/RagCanaryMadeUp{i}")).status_code == 404
+    assert runbookpage._rendered.cache_info().currsize <= len(CONTRACT) + 1
 
 
 # Pure parts -----------------------------------------------------------------------------------

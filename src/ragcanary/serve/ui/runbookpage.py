@@ -30,11 +30,15 @@ def names() -> frozenset[str]:
     return frozenset(name for name in found if _NAME.fullmatch(name) and name != INDEX)
 
 
-@functools.cache
 def page(name: str | None) -> dict[str, Any] | None:
     """What the runbook page of ``name`` (None: the index) shows; None when there is none."""
     if name is not None and name not in names():
-        return None
+        return None  # before the cache: it holds the runbooks, not every name asked for
+    return _rendered(name)
+
+
+@functools.cache
+def _rendered(name: str | None) -> dict[str, Any]:
     file = files("ragcanary.serve.ui").joinpath("runbooks", f"{name or INDEX}.md")
     text = file.read_text(encoding="utf-8")
     title = text.splitlines()[0].lstrip("# ").strip() if text else (name or "Runbooks")
