@@ -49,6 +49,14 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "The base URL people open the web pages (`/ui/`) at, when it is not `listen` (a proxy, an ingress); the daemon cannot know it. Links from alerts and dashboards are built on it: `UI_URL/ui/latest?suite=S&target=T`, `UI_URL/ui/diff?suite=S&target=T`. Exported as `ragcanary_ui_info{url}`, which the alert rules' `ui_url` annotation and the dashboards' `ui_url` variable read; unset, `http://LISTEN` is exported when `listen` names one host, and nothing for 0.0.0.0 or `::`. Env: `RAGCANARY_UI_URL`.",
         "https://ragcanary.example.com",
     ),
+    "Config.runbook_base_url": (
+        "Where alerts link their runbooks, when not on the daemon: a wiki or docs site that serves the page of each alert at `RUNBOOK_BASE_URL/ALERT` (e.g. `/RagCanaryHitRateDrop`). Exported as `ragcanary_runbook_info{url}`, which the alert rules' `runbook_url` annotation reads; unset, it is `UI_URL/ui/runbooks/ALERT` on the base of `ragcanary_ui_info` (see `ui_url`), where every daemon serves the runbooks of its own version, and empty when neither is known. Env: `RAGCANARY_RUNBOOK_BASE_URL`.",
+        "https://wiki.example.com/ragcanary/runbooks",
+    ),
+    "Config.allowed_hosts": (
+        "Host names the API and web pages answer besides their own: `localhost`, an IP address that is loopback or the one a request arrived at (with `listen: 0.0.0.0` any address of the machine or pod, so probes by pod IP work), the host of `listen` and of `ui_url`. A request naming another host gets 421, so that a web page of another site cannot read a daemon on 127.0.0.1 or in a cluster through DNS rebinding; `/metrics` and `/healthz` answer any host (Prometheus and probes use whatever name discovery gives). An entry is a name, an IP address, `.example.com` for that name and every name under it, or `*` for any host (the check off). No scheme, port or path. Kubernetes: the Service's names, as `deploy/kubernetes/base/ragcanary.yaml` lists them; see the section Host names of docs/deploy.md.",
+        "[ragcanary, .svc, .svc.cluster.local]",
+    ),
     "Config.log_level": ("Log level. Env: `RAGCANARY_LOG_LEVEL`.", "warning"),
     "Config.log_format": (
         "`json` or `console`; unset: console on a terminal, JSON otherwise. Env: `RAGCANARY_LOG_FORMAT`.",

@@ -111,6 +111,8 @@ class DaemonProcess:
     env: Mapping[str, str]
     # Open files the daemon may have: its soft and hard limits (``prlimit``); None inherits ours.
     files: tuple[int, int] | None = None
+    # More arguments of `serve` after ``-c CONFIG``, e.g. ``("--listen", "127.0.0.1:9464")``.
+    args: tuple[str, ...] = ()
     output: list[str] = field(default_factory=list)
     _process: subprocess.Popen[str] | None = field(default=None, repr=False)
     _readers: list[threading.Thread] = field(default_factory=list, repr=False)
@@ -135,6 +137,7 @@ class DaemonProcess:
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("RAGCANARY_")}
         env = {**inherited, **self.env}
         command = [sys.executable, "-m", "ragcanary", "serve", "-c", str(self.config)]
+        command += self.args
         if self.files is not None:
             command = ["prlimit", f"--nofile={self.files[0]}:{self.files[1]}", "--", *command]
         self._process = subprocess.Popen(

@@ -1,4 +1,5 @@
-"""``ui_url:``, the address people open the web pages at: validated, and set from the env."""
+"""``ui_url:``, the address people open the web pages at, and ``runbook_base_url:``, where
+alerts link their runbooks: validated, and set from the env."""
 
 from __future__ import annotations
 
@@ -30,3 +31,22 @@ def test_a_ui_url_that_is_not_an_http_base_is_a_located_problem(tmp_path: Path, 
     assert problem.path == "ui_url"
     assert "http(s) base URL" in problem.message
     assert "https://ragcanary.example.com" in problem.fix
+
+
+def test_runbook_base_url_is_unset_by_default_and_set_like_ui_url(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path), ENV).config.runbook_base_url is None
+    path = write(tmp_path, VALID + "runbook_base_url: https://wiki.example.com/runbooks/\n")
+    assert load_config(path, ENV).config.runbook_base_url == "https://wiki.example.com/runbooks"
+    environ = {**ENV, "RAGCANARY_RUNBOOK_BASE_URL": "https://wiki.example.com/rc"}
+    assert load_config(write(tmp_path), environ).config.runbook_base_url == (
+        "https://wiki.example.com/rc"
+    )
+
+
+@pytest.mark.parametrize("url", ["wiki.example.com/runbooks", "file:///srv/runbooks", "https://"])
+def test_a_runbook_base_url_that_is_not_an_http_base_is_a_located_problem(
+    tmp_path: Path, url: str
+) -> None:
+    (problem,) = problems_of(write(tmp_path, VALID + f"runbook_base_url: {url}\n"))
+    assert problem.path == "runbook_base_url"
+    assert "http(s) base URL" in problem.message

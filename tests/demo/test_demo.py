@@ -58,7 +58,7 @@ def index(corpus: list[Doc]) -> Index:
 def _client(index: Index, mode: Mode = "normal") -> httpx.AsyncClient:
     """An HTTP client talking to a fresh app in-process, through httpx's ASGI transport."""
     transport = httpx.ASGITransport(app=create_app(mode, index=index))
-    return httpx.AsyncClient(transport=transport, base_url="http://demo")
+    return httpx.AsyncClient(transport=transport, base_url="http://localhost")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import yaml
 from alert_contract import ALERTS, CONTRACT, alert_rules
 from prometheus_server import prometheus_binary
 
+from ragcanary.serve.ui import runbookpage
+
 ROOT = Path(__file__).resolve().parents[2]
 UNIT_TESTS = ROOT / "tests" / "prometheus" / "alerts_test.yml"
 # Alerts about the daemon itself carry no suite or target: their descriptions name the
@@ -91,14 +93,23 @@ def test_description_names_the_suite_target_and_value(rule: dict[str, Any]) -> N
     assert re.search(r"\{\{ \$value \| (humanize\w*|printf \"[^\"]+\") \}\}", description)
 
 
+# The runbook's page at runbook_base_url, else on the daemon the ui_url annotation links to.
+RUNBOOK_LINK = (
+    '{{ with query "max by (url) (ragcanary_runbook_info)" | sortByLabel "url" }} '
+    '{{- . | first | label "url" }}/ALERT{{ else }} '
+    '{{- with query "max by (url) (ragcanary_ui_info)" | sortByLabel "url" }} '
+    '{{- . | first | label "url" }}/ui/runbooks/ALERT{{ end }}{{ end }}'
+)
+
+
 @PER_RULE
-def test_runbook_url_is_the_path_of_the_alerts_runbook_in_this_repository(
+def test_runbook_url_opens_the_alerts_runbook_where_ui_url_opens_the_pages(
     rule: dict[str, Any],
 ) -> None:
-    """Not a URL of a repository users may not have: the file they have in docs/runbooks/."""
-    url = rule["annotations"]["runbook_url"]
-    assert url == f"docs/runbooks/{rule['alert']}.md"
-    assert (ROOT / url).is_file(), f"{rule['alert']}: {url} does not exist"
+    """A clickable address, not a path in a repository: the runbook the daemon serves (from
+    the package) at the base of ui_url, unless runbook_base_url names another place."""
+    assert rule["annotations"]["runbook_url"] == RUNBOOK_LINK.replace("ALERT", rule["alert"])
+    assert rule["alert"] in runbookpage.names(), f"{rule['alert']} has no runbook to serve"
 
 
 @PER_RULE

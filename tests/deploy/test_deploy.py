@@ -35,7 +35,9 @@ from retrievers import DEFAULT_API_KEY, FakeRetriever, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
+from ragcanary.config.model import Config
 from ragcanary.serve.api import create_app
+from ragcanary.serve.hosts import OPEN_PATHS, HostRule
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -392,6 +394,20 @@ def test_compose_services_find_each_other() -> None:
     assert alertmanager.partition(":")[0] == "alertmanager"
 
 
+def test_compose_answers_its_scrape_and_its_links_but_no_other_host() -> None:
+    """Prometheus scrapes by the service name (an open path), links and browsers on the host
+    use ui_url's localhost; a name of another site is refused (DNS rebinding)."""
+    config = Config.model_validate(_load(DEPLOY / "compose" / "ragcanary.yaml"))
+    rule = HostRule.of(config)
+    container_ip = "172.18.0.3"  # where a request published on the host arrives
+    prometheus = _load(DEPLOY / "prometheus" / "prometheus.yml")
+    (job,) = prometheus["scrape_configs"]
+    assert job.get("metrics_path", "/metrics") in OPEN_PATHS
+    assert rule.accepts(urlsplit(str(config.ui_url)).hostname or "", container_ip)
+    assert rule.accepts("127.0.0.1", container_ip)
+    assert not rule.accepts("rebind.attacker.example", container_ip)
+
+
 def test_compose_prometheus_config_and_rules_pass_promtool() -> None:
     config = DEPLOY / "prometheus" / "prometheus.yml"
     assert _load(config)["rule_files"] == ["alerts.yml"]
@@ -492,6 +508,10 @@ def test_installed_image_serves_the_compose_stack(image_venv: Path, tmp_path: Pa
 
             wait_for(answered_run, DEADLINE_S, "a run of the demo suite to pass")
             assert httpx.get(f"http://{listen}/readyz", timeout=10).status_code == 200
+            # The wheel ships the runbooks the alerts link to, and the pages they render in.
+            runbook = httpx.get(f"http://{listen}/ui/runbooks/RagCanaryRegression", timeout=10)
+            assert runbook.status_code == 200, runbook.text
+            assert '<h2 id="check-first">Check first</h2>' in runbook.text
             daemon.terminate()
             assert daemon.wait(timeout=60) == 0
         assert not healthy(), "the HEALTHCHECK passes with no daemon running"
@@ -725,6 +745,27 @@ def test_probes_ask_the_daemons_health_endpoints(
     listen = _port(_config(resources)["listen"])
     for probe in paths:
         assert ports[container[probe]["httpGet"]["port"]] == listen, probe
+
+
+def test_the_pod_answers_its_probes_scrapes_and_service_names_but_no_other_host(
+    rendered: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """Probes and the ServiceMonitor reach the pod by its IP, clients by the Service's DNS
+    names; a name of another site is refused (DNS rebinding)."""
+    _, resources = rendered
+    rule = HostRule.of(Config.model_validate(_config(resources)))
+    pod_ip = "10.244.1.7"
+    container = _container(resources)
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert "httpHeaders" not in container[probe]["httpGet"], "the kubelet sends the pod IP"
+    assert rule.accepts(pod_ip, pod_ip)
+    (endpoint,) = _one(resources, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["path"] in OPEN_PATHS
+    service = _one(resources, "Service")["metadata"]["name"]
+    for name in (service, f"{service}.monitoring.svc", f"{service}.monitoring.svc.cluster.local"):
+        assert rule.accepts(name, pod_ip), name
+    assert not rule.accepts("rebind.attacker.example", pod_ip)
+    assert not rule.accepts("10.244.1.8", pod_ip)
 
 
 def test_pod_runs_non_root_on_a_read_only_root_filesystem(

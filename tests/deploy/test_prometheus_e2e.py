@@ -255,6 +255,12 @@ def test_lost_documents_fire_hit_rate_drop_which_an_outage_then_silences(stack: 
     link = alert["annotations"]["ui_url"]
     assert link == f"{stack.ui_url}/ui/diff?suite={SUITE}&target={TARGET}"
     assert httpx.get(link, timeout=10).status_code == 200
+    # Its runbook opens on the same daemon, from the runbooks the package ships.
+    runbook = alert["annotations"]["runbook_url"]
+    assert runbook == f"{stack.ui_url}/ui/runbooks/RagCanaryHitRateDrop"
+    page = httpx.get(runbook, timeout=10)
+    assert page.status_code == 200, page.text
+    assert '<h2 id="check-first">Check first</h2>' in page.text
     # The quality gauges keep the degraded run's values through the outage that follows;
     # the rules must not read them as a still-ongoing hit-rate drop.
     outage: set[str] = set()

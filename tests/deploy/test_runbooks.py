@@ -12,9 +12,11 @@ import typer.main
 from alert_contract import CONTRACT, alert_rules
 
 from ragcanary.cli.app import app
+from ragcanary.serve.ui import runbookpage
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNBOOKS = ROOT / "docs" / "runbooks"
+# In the package, which serves them at /ui/runbooks/; docs/runbooks links to this folder.
+RUNBOOKS = ROOT / "src" / "ragcanary" / "serve" / "ui" / "runbooks"
 PAGES = sorted(p for p in RUNBOOKS.glob("*.md") if p.name != "README.md")
 
 
@@ -33,8 +35,17 @@ def ragcanary_commands(text: str) -> list[list[str]]:
 
 
 def test_there_is_a_runbook_for_each_alert_of_the_contract_and_no_other() -> None:
-    """docs/runbooks/<AlertName>.md exists for exactly the alerts of the rules file."""
+    """<AlertName>.md exists for exactly the alerts of the rules file, and the daemon serves
+    exactly those."""
     assert {p.stem for p in PAGES} == CONTRACT
+    assert runbookpage.names() == CONTRACT
+
+
+def test_docs_runbooks_is_the_packaged_folder_not_a_copy() -> None:
+    """One copy of each runbook: docs/runbooks is a link to the folder the package ships."""
+    docs = ROOT / "docs" / "runbooks"
+    assert docs.is_symlink()
+    assert docs.resolve() == RUNBOOKS.resolve()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
@@ -60,13 +71,13 @@ def test_runbook_says_first_what_to_check(page: Path) -> None:
 
 
 def test_every_alert_rule_links_its_runbook() -> None:
-    """Each rule's runbook_url is the path of its alert's runbook in this repository."""
+    """Each rule's runbook_url ends in its alert's runbook page, which the package holds."""
     rules = alert_rules()
     assert {rule["alert"] for rule in rules} == CONTRACT
     for rule in rules:
         url = rule["annotations"]["runbook_url"]
-        assert url == f"docs/runbooks/{rule['alert']}.md"
-        assert (ROOT / url).is_file()
+        assert f"/ui/runbooks/{rule['alert']}{{{{ end }}}}" in url, url
+        assert (RUNBOOKS / f"{rule['alert']}.md").is_file()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)

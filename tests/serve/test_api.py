@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -110,7 +112,9 @@ def _daemon(config: Path, admin_token: str | None) -> Daemon:
 
 
 async def _client(daemon: Daemon) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(create_app(daemon)), base_url="http://t")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(create_app(daemon)), base_url="http://localhost"
+    )
 
 
 @pytest.fixture
@@ -510,6 +514,28 @@ async def test_openapi_lists_the_contract_paths(api: httpx.AsyncClient) -> None:
     assert "post" in paths["/api/v1/baselines/{suite}/{target}"]
     diff_params = {p["name"] for p in paths["/api/v1/diff"]["get"]["parameters"]}
     assert diff_params == {"suite", "target", "from", "to"}
+
+
+async def test_the_api_docs_page_works_offline_and_lists_every_operation(
+    api: httpx.AsyncClient,
+) -> None:
+    """/docs loads nothing from another origin (Swagger UI came from a CDN: blank offline),
+    links /openapi.json and names every operation of it; /redoc (a CDN page too) is gone."""
+    page = await api.get("/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    loaded = re.findall(r'(?:src|href)="([^"]*)"', page.text)
+    assert loaded
+    foreign = [url for url in loaded if not url.startswith(("/", "#", "data:"))]
+    assert not foreign, foreign
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert 'href="/openapi.json"' in page.text
+    paths = (await api.get("/openapi.json")).json()["paths"]
+    for path, operations in paths.items():
+        for method in operations:
+            assert f"<code>{html.escape(path)}</code>" in page.text, path
+            assert f'<span class="method">{method.upper()}</span>' in page.text, (method, path)
+    assert (await api.get("/redoc")).status_code == 404
 
 
 async def test_no_response_carries_a_secret(

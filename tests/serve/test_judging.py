@@ -175,7 +175,7 @@ async def test_metrics_answer_while_a_run_is_being_judged(config: Path) -> None:
     daemon = _daemon(config, Judge(judge=held))
     transport = httpx.ASGITransport(create_app(daemon))
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as api:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
             running = asyncio.ensure_future(daemon.run_now(VENDOR))
             assert await asyncio.to_thread(held.entered.wait, 30)
             scrape = await api.get("/metrics")  # while the judge still holds the run

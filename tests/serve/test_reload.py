@@ -60,9 +60,10 @@ class Setup:
         }
         self.config.write_text(yaml.safe_dump(data, sort_keys=False) + extra, encoding="utf-8")
 
-    def daemon(self) -> DaemonProcess:
+    def daemon(self, *args: str) -> DaemonProcess:
+        """The daemon of this config; ``args`` follow ``serve -c CONFIG``."""
         env = {"VENDOR_KEY": API_KEY, "RAGCANARY_ADMIN_TOKEN": ADMIN_TOKEN}
-        return DaemonProcess(self.config, self.port, env)
+        return DaemonProcess(self.config, self.port, env, args=args)
 
 
 @pytest.fixture
@@ -162,6 +163,30 @@ def test_a_rejected_reload_changes_nothing_and_says_where(setup: Setup, bad: str
         assert daemon.process.poll() is None
 
 
+def test_a_reload_keeps_the_listen_address_given_on_the_command_line(setup: Setup) -> None:
+    """`serve --listen` outlives a reload of the unchanged file: no "listen changed" warning,
+    the same config hash, and ragcanary_ui_info still the address the daemon answers at."""
+    setup.write({"hourly": HOURLY})
+    # The file names another address; --listen overrides it.
+    elsewhere = f"127.0.0.1:{free_port()}"
+    text = setup.config.read_text(encoding="utf-8")
+    setup.config.write_text(text.replace(f"127.0.0.1:{setup.port}", elsewhere), encoding="utf-8")
+    here = f"127.0.0.1:{setup.port}"
+    with running(setup.daemon("--listen", here)) as daemon:
+        before = daemon.scrape()
+        answer = reload(daemon)
+        assert answer.status_code == 200, answer.text
+        after = daemon.scrape()
+        log = daemon.log
+    assert before.label_values("ragcanary_ui_info", "url") == {f"http://{here}"}
+    assert after.label_values("ragcanary_ui_info", "url") == {f"http://{here}"}
+    hashes = after.label_values("ragcanary_config_hash", "hash")
+    assert hashes == before.label_values("ragcanary_config_hash", "hash"), hashes
+    assert len(hashes) == 1
+    assert "warnings" not in answer.json(), answer.json()
+    assert "listen changed" not in log
+
+
 def test_reloads_leave_the_schedule_of_unchanged_jobs_alone(setup: Setup) -> None:
     """A hundred reloads of the same config never move an hourly job's next run."""
     setup.write({"hourly": HOURLY})
@@ -216,11 +241,12 @@ class ExporterThatFailsOnce(Exporter):
         *,
         config_hash: str | None = None,
         ui_url: str | None = None,
+        runbook_url: str | None = None,
     ) -> None:
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("the registry refused a series")
-        super().load(pairs, config_hash=config_hash, ui_url=ui_url)
+        super().load(pairs, config_hash=config_hash, ui_url=ui_url, runbook_url=runbook_url)
 
 
 @pytest.mark.anyio
@@ -302,6 +328,43 @@ async def test_a_reload_that_changes_ui_url_replaces_the_ui_info_series(tmp_path
         path.write_text(config_yaml(config), encoding="utf-8")
         assert (await daemon.reload()).status == 200
         assert "ragcanary_ui_info{" not in exporter.exposition().decode()
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        await daemon.keeper.close()
+
+
+@pytest.mark.anyio
+async def test_runbook_base_url_is_exported_for_the_alerts_and_follows_a_reload(
+    tmp_path: Path,
+) -> None:
+    """ragcanary_runbook_info{url} carries runbook_base_url, where the alert rules link each
+    alert's runbook; unset, there is no series and the rules link the daemon's own pages."""
+    (tmp_path / "cases.yaml").write_text(
+        json.dumps({"cases": [{"id": "a", "query": "q", "relevant": ["x"]}]}), encoding="utf-8"
+    )
+    path = tmp_path / "ragcanary.yaml"
+    config = {
+        "storage": f"sqlite:///{tmp_path / 'ragcanary.db'}",
+        "ui_url": "https://ragcanary.example.com",
+        "runbook_base_url": "https://wiki.example.com/runbooks/",
+        "targets": {"vendor": target_entry("http://127.0.0.1:9/v2/query")},
+        "suites": {"hourly": HOURLY},
+    }
+    path.write_text(config_yaml(config), encoding="utf-8")
+    environ = {"VENDOR_KEY": API_KEY}
+    exporter = Exporter()
+    daemon = Daemon(path, environ, load_config(path, environ), exporter=exporter)
+    daemon._export_config(daemon.loaded)  # what startup() does
+    daemon.scheduler.start(paused=True)
+    daemon.jobs.schedule_all(daemon.loaded, daemon.prune)
+    sample = exporter.registry.get_sample_value
+    try:
+        assert sample("ragcanary_runbook_info", {"url": "https://wiki.example.com/runbooks"}) == 1
+        del config["runbook_base_url"]
+        path.write_text(config_yaml(config), encoding="utf-8")
+        assert (await daemon.reload()).status == 200
+        assert "ragcanary_runbook_info{" not in exporter.exposition().decode()
+        assert sample("ragcanary_ui_info", {"url": "https://ragcanary.example.com"}) == 1.0
     finally:
         daemon.scheduler.shutdown(wait=False)
         await daemon.keeper.close()

@@ -102,7 +102,7 @@ async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
     # Signed in as a browser is after the page asked (a request's own header wins over it).
     signed_in = {"authorization": "Basic " + base64.b64encode(f"oncall:{ADMIN}".encode()).decode()}
     async with httpx.AsyncClient(
-        transport=transport, base_url="http://t", timeout=30, headers=signed_in
+        transport=transport, base_url="http://localhost", timeout=30, headers=signed_in
     ) as client:
         yield client
 
@@ -305,7 +305,9 @@ async def test_the_candidates_need_the_admin_token_as_the_api_does(
     headers = {"authorization": f"Bearer {ADMIN}"} if auth == "bearer" else {}
     basic = auth if isinstance(auth, tuple) else None
     transport = httpx.ASGITransport(create_app(daemon))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t", auth=basic) as other:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://localhost", auth=basic
+    ) as other:
         response = await other.get(path, headers=headers)
     assert response.status_code == status
     if status == 401:

@@ -12,12 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from alert_contract import CONTRACT
 from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.ui import casepage, fleet
+from ragcanary.serve.ui import casepage, fleet, runbookpage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -91,7 +92,7 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(create_app(daemon))
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 
 
@@ -282,7 +283,7 @@ async def test_the_baselines_page_without_a_token_says_how_to_set_one(
     try:
         first = await daemon.run_now(VENDOR)
         transport = httpx.ASGITransport(create_app(daemon))
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as ui:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
             text = _page(await ui.get("/ui/baselines"))
             refused = await ui.post(
                 "/ui/baselines",
@@ -367,6 +368,29 @@ async def test_the_static_assets_and_the_vendored_chart_are_served(
         path = f"/ui/static/{name}"
         assert (await ui.get(path)).status_code == 200, path
     assert (await ui.get("/ui/static/../pages.py")).status_code == 404
+
+
+async def test_every_alert_s_runbook_is_a_page_of_the_daemon(ui: httpx.AsyncClient) -> None:
+    """What an alert's runbook_url opens: the runbook, its links to the others as pages."""
+    for alert in sorted(CONTRACT):
+        response = await ui.get(f"/ui/runbooks/{alert}")
+        assert response.status_code == 200, alert
+        text = _page(response)
+        assert f'<h1 id="{alert.lower()}">{alert}</h1>' in text, alert
+        assert '<h2 id="check-first">Check first</h2>' in text, alert
+    regression = _page(await ui.get("/ui/runbooks/RagCanaryRegression"))
+    assert '<a href="/ui/runbooks/RagCanaryHitRateDrop">RagCanaryHitRateDrop</a>' in regression
+    assert 'href="/ui/runbooks/#re-baselining-after-an-intended-change"' in regression
+    assert "<pre><code>ragcanary diff --suite S --target T" in regression
+    index = _page(await ui.get("/ui/runbooks/"))
+    for alert in CONTRACT:
+        assert f'<a href="/ui/runbooks/{alert}">{alert}</a>' in index
+    for missing in ("RagCanaryNoSuchAlert", "README", "..%2Fpages.py", "RagCanaryStale.md"):
+        assert (await ui.get(f"/ui/runbooks/{missing}")).status_code == 404, missing
+    # Names asked for that have no runbook are not kept: a client cannot grow the cache.
+    for i in range(50):
+        assert (await ui.get(f"/ui/runbooks/RagCanaryMadeUp{i}")).status_code == 404
+    assert runbookpage._rendered.cache_info().currsize <= len(CONTRACT) + 1
 
 
 # Pure parts -----------------------------------------------------------------------------------

@@ -152,7 +152,6 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     ``run_for`` stops it after that many seconds (the demo's ``--for``).
     """
     import asyncio
-    import os
 
     from ragcanary.logs import RedactSecrets, configure_logging
     from ragcanary.serve.collector import raise_file_limit, tune_collector, tune_switching
@@ -165,7 +164,9 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     check_address(loaded.config.listen)
     redactor = RedactSecrets(loaded.secrets)
     configure_logging(loaded.config.log_level, loaded.config.log_format, redactor)
-    daemon = Daemon(config_file, dict(os.environ), loaded, redactor=redactor)
+    # A reload reads the config with the environment it was loaded with, --listen included
+    # (RAGCANARY_LISTEN): with os.environ alone the file's listen: would come back.
+    daemon = Daemon(config_file, dict(environ), loaded, redactor=redactor)
     tune_collector()
     tune_switching()
 

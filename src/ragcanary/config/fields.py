@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -78,3 +80,33 @@ Interval = Annotated[float, BeforeValidator(_interval)]
 PerSecond = Annotated[float, BeforeValidator(_rate)]
 Floor = Annotated[float, Field(ge=0, le=1)]
 Floors = dict[Annotated[int, Field(gt=0)], Floor]  # k -> lowest acceptable value
+
+
+# A DNS name: labels of letters, digits, "-" and "_" (Kubernetes Services may use none else).
+_HOST_NAME = re.compile(
+    r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*"
+)
+HOST_HINT = (
+    "write a host name like ragcanary.example.com, .svc.cluster.local for every name under "
+    "it, an IP address, or * for any host; no scheme, port or path"
+)
+
+
+def _host_pattern(value: Any) -> str:
+    """An ``allowed_hosts:`` entry in the form requests are compared with: lower case, no
+    trailing dot, an IP address in its short form without brackets."""
+    if not isinstance(value, str):
+        raise _fix(f"{quote_value(value)} is not a host name", HOST_HINT)
+    entry = value.strip().lower().rstrip(".")
+    if entry == "*":
+        return entry
+    try:
+        return str(ipaddress.ip_address(entry.removeprefix("[").removesuffix("]")))
+    except ValueError:
+        pass
+    if len(entry) > 253 or not _HOST_NAME.fullmatch(entry.removeprefix(".")):
+        raise _fix(f"{value!r} is not a host name", HOST_HINT)
+    return entry
+
+
+HostPattern = Annotated[str, BeforeValidator(_host_pattern)]

@@ -21,7 +21,16 @@ from pydantic import (
 from pydantic_core import InitErrorDetails
 
 from ragcanary.config.credentials import check_one_credential
-from ragcanary.config.fields import Floor, Floors, Interval, PerSecond, Seconds, Strict, quote_value
+from ragcanary.config.fields import (
+    Floor,
+    Floors,
+    HostPattern,
+    Interval,
+    PerSecond,
+    Seconds,
+    Strict,
+    quote_value,
+)
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
 from ragcanary.config.target import TargetConfig, sendable_headers
@@ -225,6 +234,12 @@ class Config(Strict):
     # Where people reach the web pages (/ui/) from outside, e.g. behind a proxy: the daemon
     # cannot know it, and links from alerts, dashboards and logs need it.
     ui_url: str | None = None
+    # Where alerts link their runbooks (RUNBOOK_BASE_URL/ALERT) instead of the daemon's own
+    # /ui/runbooks/ at ui_url: a wiki, say.
+    runbook_base_url: str | None = None
+    # Host names the API and pages answer besides localhost, the listen address and ui_url's
+    # host, so that a web page of another site cannot read them through DNS rebinding.
+    allowed_hosts: list[HostPattern] = Field(default_factory=list)
     log_level: str = "info"
     log_format: Literal["json", "console"] | None = None
     admin_token: str | None = None
@@ -264,7 +279,7 @@ class Config(Strict):
             )
         return listen
 
-    @field_validator("ui_url")
+    @field_validator("ui_url", "runbook_base_url")
     @classmethod
     def _base_url(cls, url: str | None) -> str | None:
         if url is None:

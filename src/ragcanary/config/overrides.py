@@ -21,6 +21,7 @@ class EnvOverrides(BaseSettings):
     admin_token: str | None = None
     ingest_token: str | None = None
     ui_url: str | None = None
+    runbook_base_url: str | None = None
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> dict[str, str]:

@@ -24,6 +24,7 @@ from ragcanary.config.units import (
 from ragcanary.errors import UsageError
 from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
 from ragcanary.serve.guard import Guard
+from ragcanary.serve.hosts import Hosts
 from ragcanary.serve.intake import Refused
 from ragcanary.serve.ui.pages import add_pages
 from ragcanary.store.candidates import CandidateStore
@@ -84,12 +85,16 @@ def _storage_down(exc: StorageError) -> HTTPException:
 
 def create_app(daemon: Service) -> FastAPI:
     """The FastAPI app bound to one running daemon, through the narrow ``Service`` protocol."""
-    app = FastAPI(title="ragcanary", version=__version__)
+    # No Swagger UI or ReDoc: both load from a CDN (blank offline); /docs is a page of ours.
+    app = FastAPI(title="ragcanary", version=__version__, docs_url=None, redoc_url=None)
     app.add_middleware(
         Guard,
         admin_token=lambda: daemon.loaded.config.admin_token,
         ingest_token=lambda: daemon.loaded.config.ingest_token,
     )
+    # Added last, so it runs first: a request for another host learns nothing, not even
+    # whether a token would be needed.
+    app.add_middleware(Hosts, config=lambda: daemon.loaded.config)
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:

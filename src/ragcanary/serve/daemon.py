@@ -316,9 +316,12 @@ class Daemon:
             return ReloadResult(True, 200, changes=changes, warnings=warnings)
 
     def _export_config(self, loaded: LoadedConfig) -> None:
-        """Lay out the exporter's series for ``loaded``: pairs, settings, hash, the UI's URL."""
+        """Lay out the exporter's series for ``loaded``: pairs, settings, hash, link bases."""
         pairs, ui_url = suite_pairs(loaded), ui_base_url(loaded.config)
-        self.exporter.load(pairs, config_hash=config_hash(loaded), ui_url=ui_url)
+        runbook_url = loaded.config.runbook_base_url
+        self.exporter.load(
+            pairs, config_hash=config_hash(loaded), ui_url=ui_url, runbook_url=runbook_url
+        )
 
     def _rejected(self, status: int, problems: list[str]) -> ReloadResult:
         self.exporter.set_reload_result(False)

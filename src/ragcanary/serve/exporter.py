@@ -93,7 +93,7 @@ class Exporter:
 
         self._f = PairFamilies()
         self._p = ProcessFamilies(self._base, version)
-        self._ui_url: str | None = None
+        self._info: dict[Gauge, str | None] = {}  # the URL each info gauge shows
 
     def load(
         self,
@@ -101,18 +101,21 @@ class Exporter:
         *,
         config_hash: str | None = None,
         ui_url: str | None = None,
+        runbook_url: str | None = None,
     ) -> None:
         """Lay out the series of the configured suites; forget those no longer configured.
 
         Called at start and on every accepted reload. Counters keep their values for pairs
         that stay; series of a k, case, threshold or pair that left the configuration are
         removed. ``config_hash`` replaces the one ``ragcanary_config_hash`` shows.
-        ``ui_url`` is the base URL ``ragcanary_ui_info`` shows; None exports no such series.
+        ``ui_url`` is the base URL ``ragcanary_ui_info`` shows, ``runbook_url`` the one
+        ``ragcanary_runbook_info`` shows; None exports no such series.
         """
         if config_hash is not None:
             self._p.config_hash.clear()
             self._p.config_hash.labels(config_hash).set(1)
-        self._set_ui_url(ui_url)
+        self._set_info(self._p.ui_info, ui_url)
+        self._set_info(self._p.runbook_info, runbook_url)
         wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
         for pair in set(self._layouts) - set(wanted):
             del self._layouts[pair]
@@ -140,15 +143,16 @@ class Exporter:
                 self._remove(pair, lambda metric, labels: metric is self._f.case_dropped)
             self._load_settings(pair, spec)
 
-    def _set_ui_url(self, url: str | None) -> None:
-        """Show ``url`` in ``ragcanary_ui_info``, in place of the previous one."""
-        if url == self._ui_url:
+    def _set_info(self, gauge: Gauge, url: str | None) -> None:
+        """Show ``url`` in the info ``gauge`` (``{url}``), in place of the previous one."""
+        shown = self._info.get(gauge)
+        if url == shown:
             return  # unchanged: no scrape may catch the series missing
-        if self._ui_url is not None:
-            self._p.ui_info.remove(self._ui_url)
+        if shown is not None:
+            gauge.remove(shown)
         if url is not None:
-            self._p.ui_info.labels(url).set(1)
-        self._ui_url = url
+            gauge.labels(url).set(1)
+        self._info[gauge] = url
 
     def _load_settings(self, pair: Pair, spec: SuitePairs) -> None:
         """Export the pair's thresholds and interval; drop those the new config no longer has."""

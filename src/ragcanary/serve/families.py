@@ -217,3 +217,10 @@ class ProcessFamilies:
             ("url",),
             registry=registry,
         )
+        self.runbook_info = Gauge(
+            "ragcanary_runbook_info",
+            "Always 1; where alerts link their runbooks (runbook_base_url) is a label; without"
+            " it, they link /ui/runbooks/ at ui_url.",
+            ("url",),
+            registry=registry,
+        )

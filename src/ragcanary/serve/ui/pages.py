@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +21,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ragcanary.serve.guard import credentials_match
-from ragcanary.serve.ui import candidatespage, runpage, stalepage, views
+from ragcanary.serve.ui import apidocs, candidatespage, runbookpage, runpage, stalepage, views
+from ragcanary.serve.ui import pinned as pin_notice
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
 from ragcanary.store.errors import StorageError
@@ -84,6 +86,29 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
         return RedirectResponse("/ui/", status_code=307)
+
+    @app.get("/docs", include_in_schema=False)
+    async def api_docs() -> Response:
+        rows = apidocs.operations(app.openapi())
+        return await page(lambda: html("apidocs.html", page="api", operations=rows))
+
+    @app.get("/ui/runbooks/", include_in_schema=False)
+    @app.get("/ui/runbooks/{name}", include_in_schema=False)
+    async def runbook(name: str | None = None) -> Response:
+        """An alert's runbook (its ``runbook_url``), or the index of them all."""
+
+        def shown() -> Response:
+            found = runbookpage.page(name)
+            if found is None:
+                raise views.PageError(
+                    404,
+                    "No such runbook",
+                    f"No alert of this version of ragcanary is called {name}.",
+                    "Every runbook is listed at /ui/runbooks/.",
+                )
+            return html("runbook.html", page="runbooks", **found)
+
+        return await page(shown)
 
     @app.get("/ui", include_in_schema=False)
     async def ui_bare() -> RedirectResponse:
@@ -228,8 +253,13 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         target: str | None = None,
         run: str | None = None,
         pinned: str | None = None,
+        at: str | None = None,
+        proof: str | None = None,
     ) -> Response:
-        notice = f"Pinned run {pinned} as the baseline of {suite} on {target}." if pinned else ""
+        # Only the redirect of a pin that happened proves it; a link anyone writes does not.
+        said = {"suite": suite, "target": target, "pinned": pinned, "at": at, "proof": proof}
+        given = {key: value for key, value in said.items() if value is not None}
+        notice = pin_notice.notice(daemon.loaded.config.admin_token, given, time.time())
         return await page(
             lambda: html(
                 "baselines.html",
@@ -281,7 +311,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         except (views.PageError, StorageError) as error:
             failed = error
             return await page(lambda: _raise(failed))
-        query = {"suite": suite, "target": target, "pinned": pinned}
+        query = pin_notice.redirect_query(admin, suite, target, pinned, time.time())
         return RedirectResponse(f"/ui/baselines?{urlencode(query)}", status_code=303)
 
 
