@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from retrievers import FakeRetriever, target_entry
+from terminal import in_a_terminal
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -197,7 +198,7 @@ def test_diff_names_the_case_that_lost_its_document(stored: Stored) -> None:
     # ...said plainly to predate the outage that followed it.
     assert f"OUTAGE: the newest run, {stored.down}" in " ".join(out.split())
     rows = [line for line in out.splitlines() if "doc-7 (#" in line]
-    assert [row.split()[1] for row in rows] == ["password", "pricing"]  # worst first
+    assert [row.split()[0] for row in rows] == ["password", "pricing"]  # worst first
     row = rows[0]
     assert "doc-7 (#1 0.930)" in row
     assert "recall@3" in row
@@ -396,3 +397,58 @@ def test_history_of_an_unknown_suite_exits_2(stored: Stored) -> None:
     result = _invoke(stored.config, "history", "--suite", "nope", "--case", "password")
     assert result.exit_code == 2
     assert "--suite nope: no such suite" in result.stderr
+
+
+# --- in a pipe and on a terminal -------------------------------------------------------------
+
+BOX = set("│┃┏┓┗┛┡┩└┘━─")
+READ_COMMANDS = [
+    ("diff", "--suite", "core", "--target", "vendor"),
+    ("history", "--suite", "core", "--case", "password"),
+    ("runs", "--suite", "core"),
+    ("baseline", "show"),
+]
+
+
+def _run_lines(out: str, stored: Stored) -> list[str]:
+    """The lines naming one of the stored runs of core on vendor."""
+    ids = (stored.first, stored.second, stored.dropped, stored.down)
+    return [line for line in out.splitlines() if any(i in line for i in ids)]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS)
+def test_piped_at_80_columns_every_run_id_is_whole_on_a_plain_line(
+    stored: Stored, args: tuple[str, ...]
+) -> None:
+    """A pipe (`| grep`, a log) gets rows as plain lines, never an id folded over lines."""
+    result = CliRunner().invoke(app, [*args, "-c", str(stored.config)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert not BOX & set(out), out
+    assert _run_lines(out, stored), out  # each id the command shows is on a line, whole
+
+
+def test_piped_history_is_one_line_a_run_with_every_column(stored: Stored) -> None:
+    """`history | grep ID` finds the whole row: its time, id, target, outcome and ranks."""
+    args = ["history", "--suite", "core", "--case", "password", "-c", str(stored.config)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.output.splitlines() if stored.dropped in line]
+    assert row.split()[3:] == ["vendor", "ok", "doc-2", "0.8100", "#1", "-"], row
+    with Store.from_url(stored.db) as store:
+        started = store.get_report(stored.dropped)["started_at"]  # type: ignore[index]
+    assert row.startswith(str(datetime.fromisoformat(started)).split()[0]), row
+
+
+def test_a_narrow_terminal_gets_plain_lines_and_a_wide_one_the_table(stored: Stored) -> None:
+    args = ["history", "--suite", "core", "--case", "password", "-c", str(stored.config)]
+    code, narrow = in_a_terminal(args, stored.config.parent, {}, columns=80)
+    assert code == 0, narrow
+    assert not BOX & set(narrow), narrow
+    rows = _run_lines(narrow, stored)
+    assert len(rows) == 4, narrow
+    assert all((("vendor" in row and "#" in row) or "http_5xx" in row) for row in rows), narrow
+    code, wide = in_a_terminal(args, stored.config.parent, {}, columns=200)
+    assert code == 0, wide
+    assert BOX & set(wide), wide  # the drawn table, since it fits
+    assert len(_run_lines(wide, stored)) == 4, wide

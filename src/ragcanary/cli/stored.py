@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ragcanary.errors import UsageError
 from ragcanary.suites.loaded import LoadedConfig
@@ -57,13 +58,15 @@ def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json
     if as_json:
         console.print_json(data=list(rows), default=str)
         return
+    from ragcanary.reports.terminal import show
+
     table = Table(title="pinned baselines", title_justify="left")
     for col in ("suite", "target", "run", "pinned at"):
         # The run id is what diff --from takes: shown whole, wrapped if need be.
         table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
-    console.print(table if rows else "no baseline pinned yet")
+    show(console, table if rows else Text("no baseline pinned yet"))
 
 
 def stored_diff(
@@ -83,11 +86,12 @@ def stored_diff(
 
 def print_diff(diff: Mapping[str, Any], console: Console, as_json: bool) -> None:
     from ragcanary.reports.table import render_diff
+    from ragcanary.reports.terminal import show
 
     if as_json:
         console.print_json(data=diff, default=str)
     else:
-        console.print(render_diff(diff))
+        show(console, render_diff(diff))
 
 
 def stored_history(
@@ -113,11 +117,12 @@ def print_history(
     suite: str, case: str, rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool
 ) -> None:
     from ragcanary.reports.table import render_history
+    from ragcanary.reports.terminal import show
 
     if as_json:
         console.print_json(data=list(rows), default=str)
     else:
-        console.print(render_history(suite, case, rows))
+        show(console, render_history(suite, case, rows))
 
 
 def stored_runs(
@@ -168,11 +173,12 @@ def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
 
 def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
     from ragcanary.reports.table import render_runs
+    from ragcanary.reports.terminal import show
 
     if as_json:
         console.print_json(data=list(rows), default=str)
     else:
-        console.print(render_runs(rows) if rows else "no run in that window")
+        show(console, render_runs(rows) if rows else Text("no run in that window"))
 
 
 def _since(since: str) -> float:
