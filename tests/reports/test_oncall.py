@@ -452,3 +452,54 @@ def test_a_narrow_terminal_gets_plain_lines_and_a_wide_one_the_table(stored: Sto
     assert code == 0, wide
     assert BOX & set(wide), wide  # the drawn table, since it fits
     assert len(_run_lines(wide, stored)) == 4, wide
+
+
+# --- run ids as `run` prints them ----------------------------------------------------------
+
+
+def test_diff_takes_the_short_ids_run_prints(stored: Stored) -> None:
+    """`run --baseline` prints the first 12 characters of an id: diff takes them."""
+    args = ("--from", stored.first[:12], "--to", stored.dropped[:8], "--json")
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", *args)
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.stdout)
+    assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (stored.first, stored.dropped)
+
+
+def test_export_and_baseline_accept_take_a_short_id(stored: Stored, tmp_path: Path) -> None:
+    result = _invoke(stored.config, "export", stored.dropped[:12], "--out", str(tmp_path / "t"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "t" / f"{stored.dropped}.run").is_file()
+    args = ("--suite", "core", "--target", "vendor", "--run", stored.second[:10])
+    result = _invoke(stored.config, "baseline", "accept", *args)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"baseline of core on vendor is now run {stored.second}"
+    assert _baseline(stored) == stored.second
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("diff", "--suite", "core", "--target", "vendor", "--from", "{prefix}"),
+        ("diff", "--suite", "core", "--target", "vendor", "--to", "{prefix}"),
+        ("export", "{prefix}", "--out", "{out}"),
+        ("baseline", "accept", "--suite", "core", "--target", "vendor", "--run", "{prefix}"),
+    ],
+)
+def test_an_ambiguous_short_id_is_exit_2_listing_the_runs_it_could_be(
+    stored: Stored, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    twin = stored.first[:8] + "0" * 24
+    with Store.from_url(stored.db) as store:
+        report = store.get_report(stored.first)
+        assert report is not None
+        store.save_run({**report, "run_id": twin})
+    prefix = stored.first[:8]
+    filled = [a.format(prefix=prefix, out=tmp_path / "out") for a in args]
+    result = _invoke(stored.config, *filled)
+    assert result.exit_code == 2, result.output
+    assert f"run {prefix}: ambiguous, 2 stored runs start with it" in result.stderr
+    assert stored.first in result.stderr
+    assert twin in result.stderr
+    assert _baseline(stored) == stored.first  # nothing pinned
+    assert not (tmp_path / "out").exists()  # nothing exported

@@ -207,6 +207,25 @@ async def test_unknown_runs_cases_and_pairs_are_404_pages(
         assert "Back to the fleet" in _page(response)
 
 
+async def test_a_run_page_takes_the_short_id_run_prints_and_refuses_an_ambiguous_one(
+    daemon: Daemon, ui: httpx.AsyncClient
+) -> None:
+    report = await daemon.run_now(VENDOR)
+    run_id = report["run_id"]
+    shown = await ui.get(f"/ui/runs/{run_id[:12]}")
+    assert shown.status_code == 200
+    assert run_id in _page(shown)
+    twin = run_id[:8] + "0" * 24
+    daemon.store.save_run({**report, "run_id": twin})
+    for path, params in ((f"/ui/runs/{run_id[:8]}", {}), ("/ui/diff", {"from": run_id[:8]})):
+        response = await ui.get(path, params={"suite": "core", "target": "vendor", **params})
+        assert response.status_code == 400, path
+        text = _page(response)
+        assert f"run {run_id[:8]}: ambiguous, 2 stored runs start with it" in text
+        assert run_id in text
+        assert twin in text
+
+
 async def test_a_diff_of_runs_of_another_pair_is_400(daemon: Daemon, ui: httpx.AsyncClient) -> None:
     mine = await daemon.run_now(VENDOR)
     theirs = await daemon.run_now(MIRROR)

@@ -25,7 +25,14 @@ def _store(loaded: LoadedConfig) -> Store:
 
 
 def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str | None) -> str:
-    """`ragcanary baseline accept`: pin ``run_id``, by default the latest successful run."""
+    """`ragcanary baseline accept`: pin ``run_id`` (or the run a unique prefix of its id
+    names), by default the latest successful run."""
+    from ragcanary.store.run_ids import UnknownRun, resolve_run_id
+
+    unknown = (
+        f"--run {run_id}: no run of suite {suite!r} on target {target!r}; pick one from "
+        f"`ragcanary runs --suite {suite} --target {target}`"
+    )
     store = _store(loaded)
     try:
         if run_id is None:
@@ -36,9 +43,14 @@ def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str |
                     "let the daemon run once or pass --run"
                 )
             run_id = str(latest["run_id"])
+        else:
+            try:
+                run_id = resolve_run_id(store, run_id)
+            except UnknownRun:
+                raise UsageError(unknown) from None
         report = store.get_report(run_id)
         if report is None or (report["suite"], report["target"]) != (suite, target):
-            raise UsageError(f"--run {run_id}: no run of suite {suite!r} on target {target!r}")
+            raise UsageError(unknown)
         store.set_baseline(suite, target, run_id)
         return run_id
     finally:
@@ -148,9 +160,11 @@ def stored_runs(
 def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
     """`ragcanary export RUN --format trec`: file name -> text, the qrels second."""
     from ragcanary.reports.trec import qrels_file, run_file
+    from ragcanary.store.run_ids import resolve_run_id
 
     store = _store(loaded)
     try:
+        run_id = resolve_run_id(store, run_id)  # or a unique prefix of it, as `run` prints
         report = store.get_report(run_id)
     finally:
         store.close()

@@ -21,6 +21,7 @@ from ragcanary.serve.config_export import interval_seconds
 from ragcanary.serve.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.ui import fleet as fleetpage
 from ragcanary.store import overview
+from ragcanary.store.run_ids import AmbiguousRun, UnknownRun, resolve_run_id
 from ragcanary.store.storage import Store
 
 if TYPE_CHECKING:
@@ -184,6 +185,12 @@ def run(
     direction: str | None,
     page_no: int,
 ) -> dict[str, Any]:
+    try:  # the id, or a unique prefix of it as `ragcanary run` prints it
+        run_id = resolve_run_id(daemon.store, run_id)
+    except AmbiguousRun as error:
+        raise PageError(400, "Which run?", str(error)) from None
+    except UnknownRun:
+        pass  # answered below as no such run, like one pruned since its link was made
     report = daemon.store.get_report(run_id)
     if report is None:
         raise PageError(404, "No such run", f"No run {run_id} is stored.",
@@ -257,6 +264,8 @@ def diff(
         before, after, newest_outage = diff_runs(daemon.store, suite, target, from_run, to_run)
     except ForeignRun as error:
         raise PageError(400, "Runs of another pair", str(error)) from None
+    except AmbiguousRun as error:
+        raise PageError(400, "Which run?", str(error)) from None
     except UsageError as error:
         raise PageError(404, "Nothing to diff", str(error)) from None
     loaded = daemon.loaded.suites.get(suite)
