@@ -433,6 +433,25 @@ def test_sparklines_draw_one_run_a_half_hour_the_worst_of_each() -> None:
     assert fleet.sample(day) == [4, 11, 14]
 
 
+def test_the_fleet_shows_the_floor_and_each_metric_family_once() -> None:
+    """Four hit_rate drops, a floor and a canary were the first two of six reasons; the fleet
+    shows the floor and hit_rate's worst k, then how many more there are (the canary)."""
+    drops = [
+        {"kind": "drop", "metric": f"hit_rate@{k}", "case": None, "amount": k / 100,
+         "message": f"hit_rate@{k} dropped"}
+        for k in (1, 3, 5, 10)
+    ]  # fmt: skip
+    canary = {"kind": "min_score", "metric": None, "case": "c1", "message": "canary c1: low"}
+    floor = {"kind": "floor", "metric": "hit_rate@5", "case": None, "amount": 0.1,
+             "message": "hit_rate@5 is below the floor"}  # fmt: skip
+    summary = fleet.head_summary({"outcome": "regression", "failures": [*drops, canary, floor]})
+    assert summary["reasons"] == [
+        "hit_rate@5 is below the floor",
+        "hit_rate@10 dropped (also dropped at @1, @3, @5)",
+    ]
+    assert summary["more_reasons"] == 1
+
+
 def test_the_memo_reads_each_value_once_and_forgets_the_oldest() -> None:
     reads: list[list[str]] = []
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from ragcanary.config.model import SuiteConfig
+from ragcanary.reports.report import reason_lines
 from ragcanary.serve.ui.render import instant
 
 # A pair whose last run is older than this many intervals (plus a minute) has stopped running.
@@ -74,15 +75,15 @@ def headline_hit_key(suite: SuiteConfig) -> str:
 def head_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     """What the fleet shows of a run-level report: small enough to remember for every pair."""
     baseline = report.get("baseline") or {}
-    failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
+    reasons = reason_lines(report)  # floors first, one line a metric, then broken canaries
     stale = report.get("stale_labels")
     return {
         "run_id": report.get("run_id"),
         "started_at": report.get("started_at"),
         "outcome": report.get("outcome"),
         "coverage": report.get("coverage"),
-        "reasons": [str(f.get("message")) for f in failures[:2] if f.get("message")],
-        "more_reasons": max(len(failures) - 2, 0),
+        "reasons": reasons[:2],
+        "more_reasons": max(len(reasons) - 2, 0),
         "metrics": dict(report.get("metrics") or {}),
         "deltas": dict(baseline.get("deltas") or {}),
         "score_drift": baseline.get("score_drift"),

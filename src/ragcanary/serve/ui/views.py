@@ -16,7 +16,7 @@ from ragcanary.config.units import parse_duration_between
 from ragcanary.errors import UsageError
 from ragcanary.reports.diff import diff_reports
 from ragcanary.reports.oncall import ForeignRun, diff_runs, relevant_ids
-from ragcanary.reports.report import failure_kinds
+from ragcanary.reports.report import failure_kinds, reason_lines
 from ragcanary.serve.config_export import interval_seconds
 from ragcanary.serve.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.ui import fleet as fleetpage
@@ -217,7 +217,7 @@ def run(
         "baseline_id": baseline.get("run_id"),
         "previous_id": previous_id,
         "next_id": next_id,
-        "reasons": [str(f.get("message")) for f in report.get("failures") or ()],
+        "reasons": reason_lines(report),
         "unanswered": failure_kinds(report),
         "metrics": runpage.metric_lines(report),
         "drift": runpage.drift_lines(report),
