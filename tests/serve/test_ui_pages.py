@@ -17,7 +17,7 @@ from retrievers import FakeRetriever, target_entry
 from ragcanary.config.model import SuiteConfig
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.ui import casepage, fleet
+from ragcanary.serve.ui import casepage, fleet, render
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -125,6 +125,33 @@ async def test_the_fleet_lists_the_regression_first_and_pairs_never_run(
     assert statuses == ["regression", "never"]
     assert f'href="/ui/runs/{regressed}"' in text
     assert "not run yet" in text
+
+
+def _spark_points(text: str) -> list[tuple[str, int]]:
+    """Each sparkline of a page: its label, and how many runs it draws (its line's points and
+    its lone dots; the larger dot marking the last run is drawn on a point already counted)."""
+    found = []
+    for label, body in re.findall(
+        r'<svg class="spark"[^>]*aria-label="([^"]*)"[^>]*>(.*?)</svg>', text
+    ):
+        lines = re.findall(r'<polyline points="([^"]*)"/>', body)
+        dots = re.findall(r'<circle [^>]*r="1.5"/>', body)
+        found.append((label, sum(len(points.split()) for points in lines) + len(dots)))
+    return found
+
+
+async def test_a_sparkline_draws_each_of_the_27_runs_of_half_an_hour(
+    daemon: Daemon, ui: httpx.AsyncClient
+) -> None:
+    """One point per 30-minute slot drew a demo's first 27 runs as one dot."""
+    report = await daemon.run_now(VENDOR)
+    started = datetime.fromisoformat(report["started_at"])
+    for minute in range(1, 27):
+        earlier = (started - timedelta(minutes=minute)).isoformat()
+        daemon.store.save_run({**report, "run_id": f"early-{minute:02d}", "started_at": earlier})
+    sparklines = _spark_points(_page(await ui.get("/ui/")))
+    vendor = [(label, points) for label, points in sparklines if "27 runs" in label]
+    assert [points for _, points in vendor] == [27, 27], sparklines  # Hit@k and MRR
 
 
 async def test_the_fleet_filters_to_one_pair(daemon: Daemon, ui: httpx.AsyncClient) -> None:
@@ -423,14 +450,41 @@ def test_events_skip_outages_and_list_leaving_and_coming_back_newest_first() -> 
     assert [(e.run_id, e.left, e.rank) for e in events] == [("r3", False, 2), ("r2", True, 1)]
 
 
-def test_sparklines_draw_one_run_a_half_hour_the_worst_of_each() -> None:
+def _day(count: int, every_s: float, regression: int | None = None) -> list[Any]:
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    day = [
-        (f"r{i}", start + timedelta(minutes=5 * i), "regression" if i == 4 else "ok")
-        for i in range(15)
+    return [
+        (f"r{i}", start + timedelta(seconds=every_s * i), "regression" if i == regression else "ok")
+        for i in range(count)
     ]
-    # Slots of 30 minutes hold r0-r5, r6-r11, r12-r14: the later run of each, or a regression.
-    assert fleet.sample(day) == [4, 11, 14]
+
+
+def test_a_sparkline_draws_every_run_while_they_fit_its_width() -> None:
+    """15 runs, or 120 (one a pixel): each is a point, however close together in time."""
+    assert fleet.sample(_day(15, 300)) == list(range(15))
+    assert fleet.sample(_day(120, 1)) == list(range(120))
+
+
+@pytest.mark.parametrize(
+    ("count", "every_s", "slot_s"),
+    [
+        (288, 300, 900),  # a day every 5 minutes: the worst of each quarter hour
+        (130, 5, 10),  # the demo's first 11 minutes: not one dot
+        (17_280, 5, 900),  # the demo's whole day
+    ],
+)
+def test_more_runs_than_pixels_draw_the_worst_of_each_slot_that_fits(
+    count: int, every_s: float, slot_s: int
+) -> None:
+    day = _day(count, every_s, regression=count // 2 + 1)
+    chosen = fleet.sample(day)
+    slots = [int(day[i][1].timestamp() // slot_s) for i in chosen]
+    assert len(chosen) <= render.SPARK_WIDTH
+    assert slots == sorted(set(slots))  # one run a slot, oldest first
+    assert len(slots) == len({int(run[1].timestamp() // slot_s) for run in day})  # every slot
+    assert count // 2 + 1 in chosen  # a one-run regression still shows
+    # A later run changes only the last slot's choice: the others stay drawn.
+    more = fleet.sample([*day, (f"r{count}", day[-1][1] + timedelta(seconds=every_s), "ok")])
+    assert set(chosen[:-1]) <= set(more)
 
 
 def test_the_fleet_shows_the_floor_and_each_metric_family_once() -> None:

@@ -32,7 +32,9 @@ WINDOWS = ("1d", "7d", "30d")
 RUN_CHOICES = 50  # runs offered in the diff page's selects
 PIN_CHOICES = 10  # successful runs offered per pair in the pin form
 HEADS_KEPT = 2_000  # run summaries the fleet remembers (two per pair at most are shown)
-VALUES_KEPT = 50_000  # sparkline points the fleet remembers: 48 a day per pair at most
+# Sparkline points the fleet remembers: at most one a pixel (120) a day per pair, for a fleet
+# of 1,000 pairs; about 250 bytes each.
+VALUES_KEPT = 120_000
 
 
 class PageError(Exception):
