@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -21,6 +20,7 @@ import pytrec_eval
 import typer
 import yaml
 from retrievers import EmbeddingServer, FakeRetriever, graded_corpus, target_entry, toy_vector
+from terminal import in_a_terminal
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -525,33 +525,12 @@ def test_every_command_s_parameters_are_typed_with_objects_not_strings() -> None
         assert as_text == [], f"{callback.__name__}: {as_text}"
 
 
-def _in_a_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
-    """Exit code and everything written of ``ragcanary ARGS`` run on a pseudo-terminal."""
-    main, secondary = pty.openpty()
-    env = {**os.environ, "VENDOR_KEY": API_KEY, "TERM": "xterm-256color", "COLUMNS": "120"}
-    command = [sys.executable, "-m", "ragcanary", *args]
-    with subprocess.Popen(command, cwd=cwd, env=env, stdout=secondary, stderr=secondary) as child:
-        os.close(secondary)
-        written = bytearray()
-        while True:
-            try:
-                chunk = os.read(main, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            written += chunk
-        code = child.wait(timeout=60)
-    os.close(main)
-    return code, written.decode("utf-8", "replace")
-
-
 def test_run_on_a_terminal_shows_progress_and_in_a_pipe_does_not(
     tmp_path: Path, retriever: FakeRetriever
 ) -> None:
     """An engineer at a terminal sees each pair's progress; a CI log gets no bar to scroll."""
     config = _write_config(tmp_path, retriever.url)
-    code, shown = _in_a_terminal(["run", "-c", str(config)], tmp_path)
+    code, shown = in_a_terminal(["run", "-c", str(config)], tmp_path, {"VENDOR_KEY": API_KEY})
     assert code == 0, shown
     assert "core → vendor" in shown
     assert f"{len(SUITE['cases'])}/{len(SUITE['cases'])}" in shown

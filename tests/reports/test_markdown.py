@@ -254,3 +254,26 @@ def test_every_regressed_case_is_exactly_one_table_row(case_id: str, query: str)
     # Unescaped pipes are the cell borders: exactly four of them.
     unescaped = row.replace("\\|", "").count("|")
     assert unescaped == 4
+
+
+def test_a_drop_at_every_k_is_one_failure_and_one_change_a_case_floors_first() -> None:
+    """hit_rate falling at @1, @5 and @10 is one item naming its worst k, after the floor."""
+    drops = [
+        {"kind": "drop", "metric": f"hit_rate@{k}", "case": None, "amount": amount,
+         "message": f"hit_rate@{k} dropped {amount}"}
+        for k, amount in ((1, 0.1), (5, 0.3), (10, 0.2))
+    ]  # fmt: skip
+    floor = {"kind": "floor", "metric": "mrr", "case": None, "amount": 0.1, "message": "mrr low"}
+    regressed = [
+        {"case": "c1", "metric": f"hit_rate@{k}", "baseline": 1.0, "current": 0.0}
+        for k in (10, 5, 1)
+    ]
+    rendered = render_markdown(
+        report(outcome="regression", failures=[*drops, floor], regressions=regressed)
+    )
+    section = rendered.partition("### Failures\n\n")[2].partition("\n\n")[0]
+    assert section.splitlines() == [
+        "- mrr low",
+        "- hit\\_rate@5 dropped 0.3 (also dropped at @1, @10)",
+    ]
+    assert "| `c1` | `query 1` | hit\\_rate@1 1.000 → 0.000 (also dropped at @5, @10) |" in rendered

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from retrievers import FakeRetriever, target_entry
+from terminal import in_a_terminal
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
@@ -197,7 +199,7 @@ def test_diff_names_the_case_that_lost_its_document(stored: Stored) -> None:
     # ...said plainly to predate the outage that followed it.
     assert f"OUTAGE: the newest run, {stored.down}" in " ".join(out.split())
     rows = [line for line in out.splitlines() if "doc-7 (#" in line]
-    assert [row.split()[1] for row in rows] == ["password", "pricing"]  # worst first
+    assert [row.split()[0] for row in rows] == ["password", "pricing"]  # worst first
     row = rows[0]
     assert "doc-7 (#1 0.930)" in row
     assert "recall@3" in row
@@ -359,9 +361,11 @@ def test_history_shows_the_canarys_verdict_beside_the_query_outcome(stored: Stor
     args = ("--suite", "core", "--case", "password", "--target", "vendor")
     result = _invoke(stored.config, "history", *args)
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    (header,) = [_cells(line, "┃") for line in lines if "┃" in line]  # heavy head
-    body = [_cells(line, "│") for line in lines if "│" in line]
+    lines = result.output.splitlines()  # not a terminal: plain lines, cells two spaces apart
+    (header,) = [re.split(r"\s{2,}", line.strip()) for line in lines if "query outcome" in line]
+    runs = {stored.first, stored.second, stored.dropped, stored.down}
+    body = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    body = [row for row in body if len(row) > 1 and row[1] in runs]
     assert [row[1] for row in body] == [stored.first, stored.second, stored.dropped, stored.down]
     assert "regressed" in body[2], body[2]
     assert header[3:5] == ["verdict", "query outcome"]
@@ -426,3 +430,109 @@ def test_history_of_an_unknown_suite_exits_2(stored: Stored) -> None:
     result = _invoke(stored.config, "history", "--suite", "nope", "--case", "password")
     assert result.exit_code == 2
     assert "--suite nope: no such suite" in result.stderr
+
+
+# --- in a pipe and on a terminal -------------------------------------------------------------
+
+BOX = set("│┃┏┓┗┛┡┩└┘━─")
+READ_COMMANDS = [
+    ("diff", "--suite", "core", "--target", "vendor"),
+    ("history", "--suite", "core", "--case", "password"),
+    ("runs", "--suite", "core"),
+    ("baseline", "show"),
+]
+
+
+def _run_lines(out: str, stored: Stored) -> list[str]:
+    """The lines naming one of the stored runs of core on vendor."""
+    ids = (stored.first, stored.second, stored.dropped, stored.down)
+    return [line for line in out.splitlines() if any(i in line for i in ids)]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS)
+def test_piped_at_80_columns_every_run_id_is_whole_on_a_plain_line(
+    stored: Stored, args: tuple[str, ...]
+) -> None:
+    """A pipe (`| grep`, a log) gets rows as plain lines, never an id folded over lines."""
+    result = CliRunner().invoke(app, [*args, "-c", str(stored.config)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert not BOX & set(out), out
+    assert _run_lines(out, stored), out  # each id the command shows is on a line, whole
+
+
+def test_piped_history_is_one_line_a_run_with_every_column(stored: Stored) -> None:
+    """`history | grep ID` finds the whole row: its time, id, target, outcome and ranks."""
+    args = ["history", "--suite", "core", "--case", "password", "-c", str(stored.config)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.output.splitlines() if stored.dropped in line]
+    assert row.split()[3:] == ["vendor", "regressed", "ok", "doc-2", "0.8100", "#1", "-"], row
+    with Store.from_url(stored.db) as store:
+        started = store.get_report(stored.dropped)["started_at"]  # type: ignore[index]
+    assert row.startswith(str(datetime.fromisoformat(started)).split()[0]), row
+
+
+def test_a_narrow_terminal_gets_plain_lines_and_a_wide_one_the_table(stored: Stored) -> None:
+    args = ["history", "--suite", "core", "--case", "password", "-c", str(stored.config)]
+    code, narrow = in_a_terminal(args, stored.config.parent, {}, columns=80)
+    assert code == 0, narrow
+    assert not BOX & set(narrow), narrow
+    rows = _run_lines(narrow, stored)
+    assert len(rows) == 4, narrow
+    assert all((("vendor" in row and "#" in row) or "http_5xx" in row) for row in rows), narrow
+    code, wide = in_a_terminal(args, stored.config.parent, {}, columns=200)
+    assert code == 0, wide
+    assert BOX & set(wide), wide  # the drawn table, since it fits
+    assert len(_run_lines(wide, stored)) == 4, wide
+
+
+# --- run ids as `run` prints them ----------------------------------------------------------
+
+
+def test_diff_takes_the_short_ids_run_prints(stored: Stored) -> None:
+    """`run --baseline` prints the first 12 characters of an id: diff takes them."""
+    args = ("--from", stored.first[:12], "--to", stored.dropped[:8], "--json")
+    result = _invoke(stored.config, "diff", "--suite", "core", "--target", "vendor", *args)
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.stdout)
+    assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (stored.first, stored.dropped)
+
+
+def test_export_and_baseline_accept_take_a_short_id(stored: Stored, tmp_path: Path) -> None:
+    result = _invoke(stored.config, "export", stored.dropped[:12], "--out", str(tmp_path / "t"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "t" / f"{stored.dropped}.run").is_file()
+    args = ("--suite", "core", "--target", "vendor", "--run", stored.second[:10])
+    result = _invoke(stored.config, "baseline", "accept", *args)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"baseline of core on vendor is now run {stored.second}"
+    assert _baseline(stored) == stored.second
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("diff", "--suite", "core", "--target", "vendor", "--from", "{prefix}"),
+        ("diff", "--suite", "core", "--target", "vendor", "--to", "{prefix}"),
+        ("export", "{prefix}", "--out", "{out}"),
+        ("baseline", "accept", "--suite", "core", "--target", "vendor", "--run", "{prefix}"),
+    ],
+)
+def test_an_ambiguous_short_id_is_exit_2_listing_the_runs_it_could_be(
+    stored: Stored, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    twin = stored.first[:8] + "0" * 24
+    with Store.from_url(stored.db) as store:
+        report = store.get_report(stored.first)
+        assert report is not None
+        store.save_run({**report, "run_id": twin})
+    prefix = stored.first[:8]
+    filled = [a.format(prefix=prefix, out=tmp_path / "out") for a in args]
+    result = _invoke(stored.config, *filled)
+    assert result.exit_code == 2, result.output
+    assert f"run {prefix}: ambiguous, 2 stored runs start with it" in result.stderr
+    assert stored.first in result.stderr
+    assert twin in result.stderr
+    assert _baseline(stored) == stored.first  # nothing pinned
+    assert not (tmp_path / "out").exists()  # nothing exported

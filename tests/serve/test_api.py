@@ -257,6 +257,64 @@ async def test_unknown_run_is_404(api: httpx.AsyncClient) -> None:
     assert "no-such-run" in response.json()["detail"]
 
 
+async def test_a_run_is_found_by_the_short_id_run_prints(
+    daemon: Daemon, api: httpx.AsyncClient
+) -> None:
+    report = await daemon.run_now(VENDOR)
+    response = await api.get(f"/api/v1/runs/{report['run_id'][:12]}")
+    assert response.status_code == 200, response.text
+    assert response.json()["run_id"] == report["run_id"]
+
+
+async def _twins(daemon: Daemon) -> tuple[str, str]:
+    """Two stored runs of core on vendor whose ids share their first 8 characters."""
+    report = await daemon.run_now(VENDOR)
+    twin = report["run_id"][:8] + "0" * 24
+    daemon.store.save_run({**report, "run_id": twin})
+    return report["run_id"], twin
+
+
+@pytest.mark.parametrize("where", ["run", "diff-from", "diff-to", "baseline"])
+async def test_an_ambiguous_short_id_is_400_listing_the_runs_it_could_be(
+    daemon: Daemon, api: httpx.AsyncClient, where: str
+) -> None:
+    first, twin = await _twins(daemon)
+    prefix = first[:8]
+    pair = {"suite": "core", "target": "vendor"}
+    if where == "run":
+        response = await api.get(f"/api/v1/runs/{prefix}")
+    elif where == "baseline":
+        body = {"run_id": prefix}
+        response = await api.post("/api/v1/baselines/core/vendor", json=body, headers=_admin())
+    else:
+        side = where.removeprefix("diff-")
+        response = await api.get("/api/v1/diff", params={**pair, side: prefix})
+    assert response.status_code == 400, response.text
+    detail = response.json()["detail"]
+    assert f"run {prefix}: ambiguous, 2 stored runs start with it" in detail
+    assert first in detail
+    assert twin in detail
+    assert daemon.store.get_baseline("core", "vendor") == first  # nothing pinned
+
+
+async def test_diff_and_baseline_take_short_ids(
+    daemon: Daemon, api: httpx.AsyncClient, retriever: FakeRetriever
+) -> None:
+    before = await daemon.run_now(VENDOR)
+    retriever.drop_ids = {"doc-7"}
+    after = await daemon.run_now(VENDOR)
+    short = {"from": before["run_id"][:12], "to": after["run_id"][:9]}
+    diff = await api.get("/api/v1/diff", params={"suite": "core", "target": "vendor", **short})
+    assert diff.status_code == 200, diff.text
+    body = diff.json()
+    assert (body["from"]["run_id"], body["to"]["run_id"]) == (before["run_id"], after["run_id"])
+    pin = {"run_id": after["run_id"][:12]}
+    response = await api.post("/api/v1/baselines/core/vendor", json=pin, headers=_admin())
+    assert response.status_code == 200, response.text
+    assert response.json()["run_id"] == after["run_id"]
+    assert daemon.store.get_baseline("core", "vendor") == after["run_id"]
+
+
 # --- diff -----------------------------------------------------------------------------------
 
 

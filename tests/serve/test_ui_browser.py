@@ -218,6 +218,32 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     shot(page, shots, "baselines", width)
 
 
+# Each sparkline of the fleet as the browser drew it: its label, the runs it plots (its line's
+# points and its lone dots; the larger dot on the last run sits on a point already counted)
+# and its width on the screen.
+SPARKLINES = """() => Array.from(document.querySelectorAll("table.fleet svg.spark")).map(svg => [
+  svg.getAttribute("aria-label"),
+  Array.from(svg.querySelectorAll("polyline")).reduce((n, line) => n + line.points.numberOfItems, 0)
+    + svg.querySelectorAll('circle[r="1.5"]').length,
+  svg.getBoundingClientRect().width,
+])"""
+
+
+def test_the_fleet_sparklines_draw_each_run_of_the_day(daemon: DaemonProcess, page: Any) -> None:
+    """The daemon runs every second: its first minutes were one 30-minute slot, one dot."""
+    daemon.wait_runs("demo", "demo-bm25", 5, RUN_TIMEOUT_S)
+    page.goto(daemon.url + "/ui/")
+    drawn = page.evaluate(SPARKLINES)
+    assert len(drawn) == 2, drawn  # Hit@5 and MRR of the one pair
+    for label, points, width in drawn:
+        runs = int(re.search(r"(\d+) runs", label).group(1))  # type: ignore[union-attr]
+        assert width == 120
+        if runs <= width:
+            assert points == runs, (label, points)
+        else:  # one point a slot of time, the shortest slots that fit the width
+            assert width / 3 <= points <= width, (label, points)
+
+
 @pytest.fixture(scope="module")
 def reported(daemon: DaemonProcess) -> DaemonProcess:
     """Failure reports posted by the application and stored: the most reported is json."""

@@ -18,7 +18,7 @@ from retrievers import FakeRetriever, target_entry
 from ragcanary.config.model import SuiteConfig
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.ui import casepage, fleet, runbookpage
+from ragcanary.serve.ui import casepage, fleet, render, runbookpage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +128,33 @@ async def test_the_fleet_lists_the_regression_first_and_pairs_never_run(
     assert "not run yet" in text
 
 
+def _spark_points(text: str) -> list[tuple[str, int]]:
+    """Each sparkline of a page: its label, and how many runs it draws (its line's points and
+    its lone dots; the larger dot marking the last run is drawn on a point already counted)."""
+    found = []
+    for label, body in re.findall(
+        r'<svg class="spark"[^>]*aria-label="([^"]*)"[^>]*>(.*?)</svg>', text
+    ):
+        lines = re.findall(r'<polyline points="([^"]*)"/>', body)
+        dots = re.findall(r'<circle [^>]*r="1.5"/>', body)
+        found.append((label, sum(len(points.split()) for points in lines) + len(dots)))
+    return found
+
+
+async def test_a_sparkline_draws_each_of_the_27_runs_of_half_an_hour(
+    daemon: Daemon, ui: httpx.AsyncClient
+) -> None:
+    """One point per 30-minute slot drew a demo's first 27 runs as one dot."""
+    report = await daemon.run_now(VENDOR)
+    started = datetime.fromisoformat(report["started_at"])
+    for minute in range(1, 27):
+        earlier = (started - timedelta(minutes=minute)).isoformat()
+        daemon.store.save_run({**report, "run_id": f"early-{minute:02d}", "started_at": earlier})
+    sparklines = _spark_points(_page(await ui.get("/ui/")))
+    vendor = [(label, points) for label, points in sparklines if "27 runs" in label]
+    assert [points for _, points in vendor] == [27, 27], sparklines  # Hit@k and MRR
+
+
 async def test_the_fleet_filters_to_one_pair(daemon: Daemon, ui: httpx.AsyncClient) -> None:
     await daemon.run_now(MIRROR)
     text = _page(await ui.get("/ui/", params={"suite": "core", "target": "mirror"}))
@@ -206,6 +233,25 @@ async def test_unknown_runs_cases_and_pairs_are_404_pages(
         response = await ui.get(path, params=params)
         assert response.status_code == 404, (path, params)
         assert "Back to the fleet" in _page(response)
+
+
+async def test_a_run_page_takes_the_short_id_run_prints_and_refuses_an_ambiguous_one(
+    daemon: Daemon, ui: httpx.AsyncClient
+) -> None:
+    report = await daemon.run_now(VENDOR)
+    run_id = report["run_id"]
+    shown = await ui.get(f"/ui/runs/{run_id[:12]}")
+    assert shown.status_code == 200
+    assert run_id in _page(shown)
+    twin = run_id[:8] + "0" * 24
+    daemon.store.save_run({**report, "run_id": twin})
+    for path, params in ((f"/ui/runs/{run_id[:8]}", {}), ("/ui/diff", {"from": run_id[:8]})):
+        response = await ui.get(path, params={"suite": "core", "target": "vendor", **params})
+        assert response.status_code == 400, path
+        text = _page(response)
+        assert f"run {run_id[:8]}: ambiguous, 2 stored runs start with it" in text
+        assert run_id in text
+        assert twin in text
 
 
 async def test_a_diff_of_runs_of_another_pair_is_400(daemon: Daemon, ui: httpx.AsyncClient) -> None:
@@ -453,14 +499,60 @@ def test_an_id_left_only_if_an_answered_run_shown_had_it_in_the_top_k() -> None:
     assert casepage.absent_now(table) == ["rel"]
 
 
-def test_sparklines_draw_one_run_a_half_hour_the_worst_of_each() -> None:
+def _day(count: int, every_s: float, regression: int | None = None) -> list[Any]:
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    day = [
-        (f"r{i}", start + timedelta(minutes=5 * i), "regression" if i == 4 else "ok")
-        for i in range(15)
+    return [
+        (f"r{i}", start + timedelta(seconds=every_s * i), "regression" if i == regression else "ok")
+        for i in range(count)
     ]
-    # Slots of 30 minutes hold r0-r5, r6-r11, r12-r14: the later run of each, or a regression.
-    assert fleet.sample(day) == [4, 11, 14]
+
+
+def test_a_sparkline_draws_every_run_while_they_fit_its_width() -> None:
+    """15 runs, or 120 (one a pixel): each is a point, however close together in time."""
+    assert fleet.sample(_day(15, 300)) == list(range(15))
+    assert fleet.sample(_day(120, 1)) == list(range(120))
+
+
+@pytest.mark.parametrize(
+    ("count", "every_s", "slot_s"),
+    [
+        (288, 300, 900),  # a day every 5 minutes: the worst of each quarter hour
+        (130, 5, 10),  # the demo's first 11 minutes: not one dot
+        (17_280, 5, 900),  # the demo's whole day
+    ],
+)
+def test_more_runs_than_pixels_draw_the_worst_of_each_slot_that_fits(
+    count: int, every_s: float, slot_s: int
+) -> None:
+    day = _day(count, every_s, regression=count // 2 + 1)
+    chosen = fleet.sample(day)
+    slots = [int(day[i][1].timestamp() // slot_s) for i in chosen]
+    assert len(chosen) <= render.SPARK_WIDTH
+    assert slots == sorted(set(slots))  # one run a slot, oldest first
+    assert len(slots) == len({int(run[1].timestamp() // slot_s) for run in day})  # every slot
+    assert count // 2 + 1 in chosen  # a one-run regression still shows
+    # A later run changes only the last slot's choice: the others stay drawn.
+    more = fleet.sample([*day, (f"r{count}", day[-1][1] + timedelta(seconds=every_s), "ok")])
+    assert set(chosen[:-1]) <= set(more)
+
+
+def test_the_fleet_shows_the_floor_and_each_metric_family_once() -> None:
+    """Four hit_rate drops, a floor and a canary were the first two of six reasons; the fleet
+    shows the floor and hit_rate's worst k, then how many more there are (the canary)."""
+    drops = [
+        {"kind": "drop", "metric": f"hit_rate@{k}", "case": None, "amount": k / 100,
+         "message": f"hit_rate@{k} dropped"}
+        for k in (1, 3, 5, 10)
+    ]  # fmt: skip
+    canary = {"kind": "min_score", "metric": None, "case": "c1", "message": "canary c1: low"}
+    floor = {"kind": "floor", "metric": "hit_rate@5", "case": None, "amount": 0.1,
+             "message": "hit_rate@5 is below the floor"}  # fmt: skip
+    summary = fleet.head_summary({"outcome": "regression", "failures": [*drops, canary, floor]})
+    assert summary["reasons"] == [
+        "hit_rate@5 is below the floor",
+        "hit_rate@10 dropped (also dropped at @1, @3, @5)",
+    ]
+    assert summary["more_reasons"] == 1
 
 
 def test_the_memo_reads_each_value_once_and_forgets_the_oldest() -> None:

@@ -28,7 +28,10 @@ def baseline_accept(
     suite: SuiteOption,
     target: TargetOption,
     run_id: Annotated[
-        str | None, typer.Option("--run", help="Run to pin (default: latest successful).")
+        str | None,
+        typer.Option(
+            "--run", help="Run to pin, or a unique prefix of its id (default: latest successful)."
+        ),
     ] = None,
     config: ConfigOption = None,
 ) -> None:
@@ -61,10 +64,14 @@ def diff(
     suite: SuiteOption,
     target: TargetOption,
     from_run: Annotated[
-        str | None, typer.Option("--from", help="Earlier run (default: the baseline).")
+        str | None,
+        typer.Option(
+            "--from", help="Earlier run, or a unique prefix of its id (default: the baseline)."
+        ),
     ] = None,
     to_run: Annotated[
-        str | None, typer.Option("--to", help="Later run (default: the latest).")
+        str | None,
+        typer.Option("--to", help="Later run, or a unique prefix of its id (default: the latest)."),
     ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -142,7 +149,9 @@ def runs(
 
 
 def export(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN", help="The run, or a unique prefix of its id.")
+    ],
     format_: Annotated[
         str, typer.Option("--format", help="The file format; trec is the one there is.")
     ] = "trec",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ragcanary.errors import UsageError
 from ragcanary.suites.loaded import LoadedConfig
@@ -24,7 +25,14 @@ def _store(loaded: LoadedConfig) -> Store:
 
 
 def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str | None) -> str:
-    """`ragcanary baseline accept`: pin ``run_id``, by default the latest successful run."""
+    """`ragcanary baseline accept`: pin ``run_id`` (or the run a unique prefix of its id
+    names), by default the latest successful run."""
+    from ragcanary.store.run_ids import UnknownRun, resolve_run_id
+
+    unknown = (
+        f"--run {run_id}: no run of suite {suite!r} on target {target!r}; pick one from "
+        f"`ragcanary runs --suite {suite} --target {target}`"
+    )
     store = _store(loaded)
     try:
         if run_id is None:
@@ -35,9 +43,14 @@ def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str |
                     "let the daemon run once or pass --run"
                 )
             run_id = str(latest["run_id"])
+        else:
+            try:
+                run_id = resolve_run_id(store, run_id)
+            except UnknownRun:
+                raise UsageError(unknown) from None
         report = store.get_report(run_id)
         if report is None or (report["suite"], report["target"]) != (suite, target):
-            raise UsageError(f"--run {run_id}: no run of suite {suite!r} on target {target!r}")
+            raise UsageError(unknown)
         store.set_baseline(suite, target, run_id)
         return run_id
     finally:
@@ -57,13 +70,15 @@ def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json
     if as_json:
         console.print_json(data=list(rows), default=str)
         return
+    from ragcanary.reports.terminal import show
+
     table = Table(title="pinned baselines", title_justify="left")
     for col in ("suite", "target", "run", "pinned at"):
         # The run id is what diff --from takes: shown whole, wrapped if need be.
         table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
-    console.print(table if rows else "no baseline pinned yet")
+    show(console, table if rows else Text("no baseline pinned yet"))
 
 
 def stored_diff(
@@ -83,11 +98,12 @@ def stored_diff(
 
 def print_diff(diff: Mapping[str, Any], console: Console, as_json: bool) -> None:
     from ragcanary.reports.table import render_diff
+    from ragcanary.reports.terminal import show
 
     if as_json:
         console.print_json(data=diff, default=str)
     else:
-        console.print(render_diff(diff))
+        show(console, render_diff(diff))
 
 
 def stored_history(
@@ -113,11 +129,12 @@ def print_history(
     suite: str, case: str, rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool
 ) -> None:
     from ragcanary.reports.table import render_history
+    from ragcanary.reports.terminal import show
 
     if as_json:
         console.print_json(data=list(rows), default=str)
     else:
-        console.print(render_history(suite, case, rows))
+        show(console, render_history(suite, case, rows))
 
 
 def stored_runs(
@@ -143,9 +160,11 @@ def stored_runs(
 def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
     """`ragcanary export RUN --format trec`: file name -> text, the qrels second."""
     from ragcanary.reports.trec import qrels_file, run_file
+    from ragcanary.store.run_ids import resolve_run_id
 
     store = _store(loaded)
     try:
+        run_id = resolve_run_id(store, run_id)  # or a unique prefix of it, as `run` prints
         report = store.get_report(run_id)
     finally:
         store.close()
@@ -168,11 +187,12 @@ def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
 
 def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: bool) -> None:
     from ragcanary.reports.table import render_runs
+    from ragcanary.reports.terminal import show
 
     if as_json:
         console.print_json(data=list(rows), default=str)
     else:
-        console.print(render_runs(rows) if rows else "no run in that window")
+        show(console, render_runs(rows) if rows else Text("no run in that window"))
 
 
 def _since(since: str) -> float:

@@ -24,12 +24,17 @@ _TIE = 1e-12  # a per-case delta this small is a tie: float noise, not a win or 
 
 @dataclass(frozen=True)
 class Failure:
-    """One reason a run failed; ``metric`` and ``case`` say what it is about when that applies."""
+    """One reason a run failed; ``metric`` and ``case`` say what it is about when that applies.
+
+    ``amount`` is how bad it is, in the units of what failed, to tell the worst of a metric's
+    cut-offs: a floor's shortfall, a drop's paired mean drop, rank overlap's shortfall.
+    """
 
     kind: str  # floor | drop | negative_leak | min_score | rank_overlap | coverage
     message: str
     metric: str | None = None
     case: str | None = None
+    amount: float | None = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,12 @@ def judge(
         value = current.metrics.get(metric)
         if value is not None and value < floor - 1e-12:
             failures.append(
-                Failure("floor", f"{metric} {value:.4f} is below the floor {floor:.4f}", metric)
+                Failure(
+                    "floor",
+                    f"{metric} {value:.4f} is below the floor {floor:.4f}",
+                    metric,
+                    amount=floor - value,
+                )
             )
     exact = drift is not None and drift.score_drift == 0.0
     second_regressions: list[Regression] | None = None
@@ -224,6 +234,7 @@ def judge(
                 f"both runs ({why}; {change.baseline:.4f} -> {change.current:.4f}), "
                 f"more than max_drop {policy.max_drop:.4f}",
                 change.metric,
+                amount=-change.paired_delta,
             )
         )
     for check in current.checks:
@@ -239,6 +250,7 @@ def judge(
                 "rank_overlap",
                 f"rank overlap {drift.rank_overlap:.3f} vs the baseline is below "
                 f"min_rank_overlap {policy.min_rank_overlap:.3f}",
+                amount=policy.min_rank_overlap - drift.rank_overlap,
             )
         )
     return Verdict("regression" if failures else "ok", failures, regressions, changes)

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ragcanary.measure.comparison import compare_lists
+from ragcanary.reports.report import reason_lines
 
 _EPS = 1e-9
 
@@ -72,7 +73,7 @@ def run_summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "started_at": report.get("started_at"),
         "outcome": report.get("outcome"),
         "coverage": report.get("coverage"),
-        "reasons": [f.get("message") for f in report.get("failures") or []],
+        "reasons": reason_lines(report),
         "unanswered": {o: n for o, n in outcomes.items() if o not in ("ok", "empty") and n},
     }
 

@@ -7,6 +7,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragcanary.measure.reasons import FamilyDrop, family_drops, reasons
+from ragcanary.reports.report import failures_of, regressions_of
+
 # Outcomes where the target did answer; anything else leaves the canary unanswered.
 _ANSWERED = frozenset({"ok", "empty"})
 # Characters XML 1.0 cannot carry at all, not even as character references.
@@ -45,9 +48,10 @@ def _testsuite(report: Mapping[str, Any]) -> ET.Element:
     known = {str(case.get("id")) for case in cases}
     per_case: dict[str, list[str]] = {}
     kinds: dict[str, list[str]] = {}
-    for reg in report.get("regressions") or []:
-        case_id = str(reg.get("case"))
-        per_case.setdefault(case_id, []).append(_regression_message(reg))
+    # One message per metric family that dropped (its worst cut-off), not one per metric and k.
+    drops = family_drops(regressions_of(report.get("regressions") or []))
+    for case_id, family in drops.items():
+        per_case.setdefault(case_id, []).extend(map(_drop_message, family))
         _add_kind(kinds, case_id, "regression")
     run_failures: list[Mapping[str, Any]] = []
     for failure in report.get("failures") or []:
@@ -105,7 +109,7 @@ def _run_element(
     classname: str, report: Mapping[str, Any], failures: list[Mapping[str, Any]]
 ) -> ET.Element:
     element = ET.Element("testcase", classname=_clean(classname), name="run", time="0.000")
-    messages = [str(f.get("message", "")) for f in failures]
+    messages = reasons(failures_of(failures))
     kinds = ",".join(dict.fromkeys(str(f.get("kind", "failure")) for f in failures))
     summary = _run_summary(report)
     if report.get("outcome") == "unavailable":
@@ -160,8 +164,9 @@ def _run_summary(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _regression_message(reg: Mapping[str, Any]) -> str:
-    return f"{reg.get('metric')} {_number(reg.get('baseline'))} -> {_number(reg.get('current'))}"
+def _drop_message(drop: FamilyDrop) -> str:
+    worst = drop.worst
+    return f"{worst.metric} {_number(worst.baseline)} -> {_number(worst.current)}{drop.also_text}"
 
 
 def _add_kind(kinds: dict[str, list[str]], case_id: str, kind: str) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ragcanary.reports.report import unanswered
+from ragcanary.measure.reasons import family_drops
+from ragcanary.reports.report import reason_lines, regressions_of, unanswered
 
 _HEADLINES = {
     "ok": "✅ pass",
@@ -31,7 +33,7 @@ def render_markdown(report: Mapping[str, Any], *, max_cases: int = 10) -> str:
     sections = [
         _headline(report),
         _metrics_table(report.get("metrics") or {}, baseline),
-        _failures(report.get("failures") or []),
+        _failures(reason_lines(report)),
         _regressions(report.get("regressions") or [], report.get("cases") or [], max_cases),
         _drift(baseline),
     ]
@@ -88,11 +90,10 @@ def _metrics_table(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | Non
     return _table(rows)
 
 
-def _failures(failures: Sequence[Mapping[str, Any]]) -> str:
-    if not failures:
+def _failures(reasons: Sequence[str]) -> str:
+    if not reasons:
         return ""
-    items = [f"- {_text(str(f.get('message', f.get('kind', ''))))}" for f in failures]
-    return "\n".join(["### Failures", "", *items])
+    return "\n".join(["### Failures", "", *(f"- {_text(reason)}" for reason in reasons)])
 
 
 def _regressions(
@@ -102,14 +103,16 @@ def _regressions(
 ) -> str:
     if not regressions:
         return ""
-    # One row per case, keeping the report's worst-first order of first appearance.
-    changes: dict[str, list[str]] = {}
-    for reg in regressions:
-        change = (
-            f"{_text(str(reg.get('metric')))} "
-            f"{_number(reg.get('baseline'))} → {_number(reg.get('current'))}"
-        )
-        changes.setdefault(str(reg.get("case")), []).append(change)
+    # One row per case, keeping the report's worst-first order of first appearance, and in it
+    # one change per metric family: its worst cut-off, naming the others that dropped.
+    changes = {
+        case: [
+            f"{_text(d.worst.metric)} {_number(d.worst.baseline)} → "
+            f"{_number(d.worst.current)}{_text(d.also_text)}"
+            for d in drops
+        ]
+        for case, drops in family_drops(regressions_of(regressions)).items()
+    }
     queries = {str(c.get("id")): str(c.get("query", "")) for c in cases}
     shown = list(changes.items())[: max(max_cases, 0)]
     rows = [["case", "query", "change"], ["---", "---", "---"]]
@@ -161,6 +164,8 @@ def _table(rows: list[list[str]]) -> str:
 def _number(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return _DASH if value is None else _cell(str(value))
+    if isinstance(value, float) and math.isnan(value):  # null in the report: not a number
+        return _DASH
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 

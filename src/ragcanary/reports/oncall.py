@@ -9,6 +9,7 @@ from typing import Any
 from ragcanary.errors import UsageError
 from ragcanary.reports.diff import diff_reports, run_summary
 from ragcanary.store import overview
+from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
 from ragcanary.suites.suite import Case
 
@@ -65,6 +66,9 @@ def diff_runs(
     # Runs are chosen by id, outcome and time alone: the run-level report of a regression of
     # many canaries lists every regressed case, and only the two diffed are read whole.
     pair = (suite, target)
+    # Either run may be named by a unique prefix of its id, as `ragcanary run` prints it.
+    from_run = resolve_run_id(store, from_run) if from_run is not None else None
+    to_run = resolve_run_id(store, to_run) if to_run is not None else None
     newest_outage = None
     if to_run is None:
         newest = overview.newest_runs(store, [pair]).get(pair)

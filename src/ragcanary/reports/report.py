@@ -9,14 +9,16 @@ import math
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.reasons import reasons
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
+from ragcanary.measure.verdict import Failure, Regression
 from ragcanary.reports.indented import dumps_indented
 from ragcanary.suites.suite import Suite
 
@@ -101,6 +103,56 @@ def config_failure(report: Mapping[str, Any]) -> str | None:
     return None
 
 
+def failures_of(entries: Iterable[Any]) -> list[Failure]:
+    """The verdict's failures as a report records them (its ``failures`` entries), as the
+    verdict made them.
+
+    Tolerates reports written by others or by older versions (no ``amount``, odd values).
+    """
+    found = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        metric, case = entry.get("metric"), entry.get("case")
+        found.append(
+            Failure(
+                kind=str(entry.get("kind") or "failure"),
+                message=str(entry.get("message") or entry.get("kind") or ""),
+                metric=str(metric) if metric is not None else None,
+                case=str(case) if case is not None else None,
+                amount=amount if math.isfinite(amount := _float(entry.get("amount"))) else None,
+            )
+        )
+    return found
+
+
+def regressions_of(entries: Iterable[Any]) -> list[Regression]:
+    """The regressed (case, metric) pairs a report records (its ``regressions`` entries), in
+    its order (worst first); a value that is not a number (null: it was not finite) is NaN."""
+    return [
+        Regression(
+            case=str(entry.get("case")),
+            metric=str(entry.get("metric")),
+            baseline=_float(entry.get("baseline")),
+            current=_float(entry.get("current")),
+        )
+        for entry in entries
+        if isinstance(entry, Mapping)
+    ]
+
+
+def _float(value: Any) -> float:
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    )
+
+
+def reason_lines(report: Mapping[str, Any]) -> list[str]:
+    """Why the run failed, as people read it (``measure.reasons``): floors first, one line a
+    metric family, then the canaries that broke."""
+    return reasons(failures_of(report.get("failures") or ()))
+
+
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
     """The report dict of one evaluated run, exactly the contract's keys plus a few additions."""
     run, scores, verdict, drift, vectors = (
@@ -149,7 +201,13 @@ def to_report(evaluation: Evaluation) -> dict[str, Any]:
         },
         "baseline": baseline,
         "failures": [
-            {"kind": f.kind, "metric": f.metric, "case": f.case, "message": f.message}
+            {
+                "kind": f.kind,
+                "metric": f.metric,
+                "case": f.case,
+                "message": f.message,
+                "amount": _num(f.amount),
+            }
             for f in verdict.failures
         ],
         "regressions": [

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ragcanary.reports.report import config_failure, unanswered
+from ragcanary.reports.report import config_failure, reason_lines, unanswered
 
 _STYLE = {"ok": "bold green", "regression": "bold red", "unavailable": "bold yellow"}
 _LABEL = {"ok": "PASS", "regression": "REGRESSION", "unavailable": "UNAVAILABLE"}
@@ -126,16 +126,12 @@ def render_report(report: Mapping[str, Any]) -> RenderableType:
     worst = worst_cases(report)
     if worst is not None:
         parts.append(worst)
-    parts.extend(_failure_lines(report["failures"]))
+    parts.extend(Text(f"✗ {line}", style="red") for line in reason_lines(report))
     failed = unanswered(report)
     if failed:
         reasons = ", ".join(f"{o}: {n}" for o, n in failed.items())
         parts.append(Text(f"unanswered queries: {reasons}", style="yellow"))
     return Group(*parts)
-
-
-def _failure_lines(failures: Sequence[Mapping[str, Any]]) -> list[Text]:
-    return [Text(f"✗ {f['message']}", style="red") for f in failures]
 
 
 def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:

@@ -29,6 +29,7 @@ from ragcanary.serve.intake import Refused
 from ragcanary.serve.ui.pages import add_pages
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.errors import StorageError
+from ragcanary.store.run_ids import AmbiguousRun, resolve_run_id
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -101,7 +102,7 @@ def create_app(daemon: Service) -> FastAPI:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except StorageError as exc:
             raise _storage_down(exc) from None
-        except ForeignRun as exc:
+        except (ForeignRun, AmbiguousRun) as exc:
             raise HTTPException(400, str(exc)) from None
         except UsageError as exc:
             raise HTTPException(404, str(exc)) from None
@@ -163,8 +164,10 @@ def create_app(daemon: Service) -> FastAPI:
         found = await storage(daemon.store.list_runs, suite, target, limit, outcome, start)
         return {"runs": found}
 
-    @app.get("/api/v1/runs/{run_id}", responses=_errors(404, 503))
+    @app.get("/api/v1/runs/{run_id}", responses=_errors(400, 404, 503))
     async def run(run_id: str) -> dict[str, Any]:
+        # The id, or a unique prefix of it as `ragcanary run` prints it.
+        run_id = await storage(resolve_run_id, daemon.store, run_id)
         report = await storage(daemon.store.get_report, run_id)
         if report is None:
             raise HTTPException(404, f"no run {run_id}")
@@ -225,6 +228,8 @@ def create_app(daemon: Service) -> FastAPI:
             if latest is None:
                 raise HTTPException(404, f"no successful run of {suite}/{target} to pin")
             run_id = latest["run_id"]
+        else:
+            run_id = await storage(resolve_run_id, daemon.store, run_id)
         report = await storage(daemon.store.get_report, run_id)
         if report is None or report["suite"] != suite or report["target"] != target:
             raise HTTPException(404, f"no run {run_id} of suite {suite} on target {target}")

@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.serve.ui.render import instant
+from ragcanary.reports.report import reason_lines
+from ragcanary.serve.ui.render import SPARK_WIDTH, instant
 
 # A pair whose last run is older than this many intervals (plus a minute) has stopped running.
 STALE_INTERVALS = 3
@@ -29,7 +30,11 @@ STATUS_TEXT = {
     "never": "not run yet",
     "ok": "ok",
 }
-SLOT_S = 1800.0  # a sparkline draws one run per half hour: 48 points a day at most
+# A sparkline draws every run while they fit its width in pixels, else the worst run of each
+# slot of time: the shortest of these slots that leaves no more slots than pixels. Slots are
+# fixed in time (multiples of their length since the epoch), and the length changes only when
+# the runs shown outgrow it, so the runs drawn stay the same from one view to the next.
+SLOTS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 _OUTCOME_WEIGHT = {"regression": 2, "unavailable": 1}
 V = TypeVar("V")
 
@@ -74,15 +79,15 @@ def headline_hit_key(suite: SuiteConfig) -> str:
 def head_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     """What the fleet shows of a run-level report: small enough to remember for every pair."""
     baseline = report.get("baseline") or {}
-    failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
+    reasons = reason_lines(report)  # floors first, one line a metric, then broken canaries
     stale = report.get("stale_labels")
     return {
         "run_id": report.get("run_id"),
         "started_at": report.get("started_at"),
         "outcome": report.get("outcome"),
         "coverage": report.get("coverage"),
-        "reasons": [str(f.get("message")) for f in failures[:2] if f.get("message")],
-        "more_reasons": max(len(failures) - 2, 0),
+        "reasons": reasons[:2],
+        "more_reasons": max(len(reasons) - 2, 0),
         "metrics": dict(report.get("metrics") or {}),
         "deltas": dict(baseline.get("deltas") or {}),
         "score_drift": baseline.get("score_drift"),
@@ -92,12 +97,15 @@ def head_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def sample(day: Sequence[tuple[str, datetime, str]], slot_s: float = SLOT_S) -> list[int]:
-    """Indexes of the runs a sparkline draws: per slot of time, its worst run (a regression
-    before an outage before a pass, then the later), so a one-run drop still shows.
-
-    Slots are fixed in time, so the runs chosen stay chosen as the day moves on.
-    """
+def sample(day: Sequence[tuple[str, datetime, str]], points: int = SPARK_WIDTH) -> list[int]:
+    """Indexes of the runs (oldest first) a sparkline ``points`` pixels wide draws: every run
+    while there are no more runs than pixels, else per slot of time its worst run (a regression
+    before an outage before a pass, then the later), so a one-run drop still shows."""
+    if len(day) <= points:
+        return list(range(len(day)))
+    span_s = (day[-1][1] - day[0][1]).total_seconds()
+    # The runs span at most span / slot + 1 slots.
+    slot_s = next((s for s in SLOTS_S if span_s / s + 1 <= points), SLOTS_S[-1])
     chosen: dict[int, int] = {}
     for i, (_, started_at, outcome) in enumerate(day):
         slot = int(started_at.timestamp() // slot_s)

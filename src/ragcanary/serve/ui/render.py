@@ -80,9 +80,12 @@ def span(seconds: float | None) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
+SPARK_WIDTH = 120  # pixels of a sparkline: the fleet draws at most one run a pixel
+
+
 def sparkline(
     values: Sequence[float | None],
-    width: int = 120,
+    width: int = SPARK_WIDTH,
     height: int = 24,
     low: float = 0.0,
     high: float = 1.0,

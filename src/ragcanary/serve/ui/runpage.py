@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragcanary.measure.reasons import FamilyDrop, family_drops
 from ragcanary.measure.results import ANSWERED
+from ragcanary.reports.report import regressions_of
 from ragcanary.suites.suite import Suite
 
 PAGE_ROWS = 200  # cases per page: 1,000 rows would be a 400 kB page
@@ -65,6 +67,7 @@ class CaseLine:
     latency_s: float | None
     regressions: list[dict[str, Any]] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)  # messages of failed per-case checks
+    drops: list[FamilyDrop] = field(default_factory=list)  # the regressions, one a family
 
     @property
     def state(self) -> str:
@@ -130,6 +133,7 @@ def case_lines(report: Mapping[str, Any], suite: Suite | None, hit_key: str) -> 
     regressions: dict[str, list[dict[str, Any]]] = {}
     for regression in report.get("regressions") or ():
         regressions.setdefault(str(regression.get("case")), []).append(regression)
+    drops = family_drops(regressions_of(report.get("regressions") or ()))
     checks: dict[str, list[str]] = {}
     for failure in report.get("failures") or ():
         if failure.get("case") and failure.get("kind") not in ("drop", "floor"):
@@ -162,6 +166,7 @@ def case_lines(report: Mapping[str, Any], suite: Suite | None, hit_key: str) -> 
                 latency_s=_number(entry.get("latency_s")),
                 regressions=regressions.get(case_id, []),
                 checks=checks.get(case_id, []),
+                drops=drops.get(case_id, []),
             )
         )
     return lines

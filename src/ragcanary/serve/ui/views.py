@@ -16,11 +16,12 @@ from ragcanary.config.units import parse_duration_between
 from ragcanary.errors import UsageError
 from ragcanary.reports.diff import diff_reports
 from ragcanary.reports.oncall import ForeignRun, diff_runs, relevant_ids
-from ragcanary.reports.report import failure_kinds
+from ragcanary.reports.report import failure_kinds, reason_lines
 from ragcanary.serve.config_export import interval_seconds
 from ragcanary.serve.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.ui import fleet as fleetpage
 from ragcanary.store import overview
+from ragcanary.store.run_ids import AmbiguousRun, UnknownRun, resolve_run_id
 from ragcanary.store.storage import Store
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ WINDOWS = ("1d", "7d", "30d")
 RUN_CHOICES = 50  # runs offered in the diff page's selects
 PIN_CHOICES = 10  # successful runs offered per pair in the pin form
 HEADS_KEPT = 2_000  # run summaries the fleet remembers (two per pair at most are shown)
-VALUES_KEPT = 50_000  # sparkline points the fleet remembers: 48 a day per pair at most
+# Sparkline points the fleet remembers: at most one a pixel (120) a day per pair, for a fleet
+# of 1,000 pairs; about 250 bytes each.
+VALUES_KEPT = 120_000
 
 
 class PageError(Exception):
@@ -184,6 +187,12 @@ def run(
     direction: str | None,
     page_no: int,
 ) -> dict[str, Any]:
+    try:  # the id, or a unique prefix of it as `ragcanary run` prints it
+        run_id = resolve_run_id(daemon.store, run_id)
+    except AmbiguousRun as error:
+        raise PageError(400, "Which run?", str(error)) from None
+    except UnknownRun:
+        pass  # answered below as no such run, like one pruned since its link was made
     report = daemon.store.get_report(run_id)
     if report is None:
         raise PageError(404, "No such run", f"No run {run_id} is stored.",
@@ -210,7 +219,7 @@ def run(
         "baseline_id": baseline.get("run_id"),
         "previous_id": previous_id,
         "next_id": next_id,
-        "reasons": [str(f.get("message")) for f in report.get("failures") or ()],
+        "reasons": reason_lines(report),
         "unanswered": failure_kinds(report),
         "metrics": runpage.metric_lines(report),
         "drift": runpage.drift_lines(report),
@@ -257,6 +266,8 @@ def diff(
         before, after, newest_outage = diff_runs(daemon.store, suite, target, from_run, to_run)
     except ForeignRun as error:
         raise PageError(400, "Runs of another pair", str(error)) from None
+    except AmbiguousRun as error:
+        raise PageError(400, "Which run?", str(error)) from None
     except UsageError as error:
         raise PageError(404, "Nothing to diff", str(error)) from None
     loaded = daemon.loaded.suites.get(suite)
