@@ -20,7 +20,16 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from ragcanary.config.fields import Floor, Floors, Interval, PerSecond, Seconds, Strict, quote_value
+from ragcanary.config.fields import (
+    Floor,
+    Floors,
+    Interval,
+    PerSecond,
+    Proxies,
+    Seconds,
+    Strict,
+    quote_value,
+)
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
 from ragcanary.config.target import TargetConfig, sendable_headers
@@ -223,6 +232,9 @@ class Config(Strict):
     log_format: Literal["json", "console"] | None = None
     admin_token: str | None = None
     ingest_token: str | None = None  # what the application sends to POST /api/v1/candidates
+    # Peers (addresses, networks, or *) whose X-Forwarded-For names the client that the
+    # failure reports' rate limit counts; from any other peer the header is ignored.
+    forwarded_allow_ips: Proxies = Field(default_factory=list)
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
     retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones
