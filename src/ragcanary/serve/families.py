@@ -15,7 +15,7 @@ RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 60
 STORAGE_OPERATIONS = ("read", "write", "check")
 # serve/intake.py's signals and the reasons it refuses or drops a report for.
 CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
-CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap")
+CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap", "unstorable")
 M = TypeVar("M", bound=MetricWrapperBase)
 
 
