@@ -214,7 +214,7 @@ class CandidatesConfig(Strict):
     """Failure reports of the application (``POST /api/v1/candidates``) and their bounds."""
 
     max_pending: int = Field(default=10_000, ge=1)  # past it the oldest pending are dropped
-    rate_limit: PerSecond = 20.0  # reports a second from one source (or client address)
+    rate_limit: PerSecond = 20.0  # reports a second from one client address
     burst: int = Field(default=50, ge=1)
     # Replaced before anything is stored; None: e-mail addresses and phone numbers.
     redact: list[Redaction] | None = None

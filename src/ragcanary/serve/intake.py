@@ -174,8 +174,7 @@ class Intake:
                     f"in bursts of {self.settings.burst}; retry in {wait:.1f}s"
                 )
                 raise Refused(429, reason, "rate_limited", wait)
-            report = await run_in(self._checks, self._check, body, list(targets))
-            size = footprint(report)
+            report, size = await run_in(self._checks, self._check, body, list(targets))
             if len(self._queue) + self._writing >= MAX_QUEUED or (
                 self._bytes + size > MAX_QUEUED_BYTES
             ):
@@ -190,12 +189,14 @@ class Intake:
         self._on_received(report.signal)
         return report
 
-    def _check(self, body: bytes, targets: list[str]) -> FailureReport:
+    def _check(self, body: bytes, targets: list[str]) -> tuple[FailureReport, int]:
+        """The report in ``body`` and its footprint (in the intake's thread)."""
         try:
             parsed = json.loads(body)
         except (ValueError, RecursionError):
             raise Refused(400, "the body is not JSON; send a JSON object", "invalid") from None
-        return check(parsed, targets, self.redact, datetime.now(UTC))
+        report = check(parsed, targets, self.redact, datetime.now(UTC))
+        return report, footprint(report)
 
     @property
     def queued(self) -> int:
