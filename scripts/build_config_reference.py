@@ -75,7 +75,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "5000",
     ),
     "CandidatesConfig.rate_limit": (
-        "Reports a second from one client address (the peer's, or the one a proxy listed in `forwarded_allow_ips` forwarded; never the report's `source`); more answer 429 with `Retry-After`. Checked before the body is read, so a client over its limit costs next to nothing.",
+        "Reports a second from one client address (the peer's, or the one a proxy listed in `forwarded_allow_ips` forwarded; never the report's `source`); more answer 429 with `Retry-After`. Checked before the body is parsed, so a client over its limit costs next to nothing.",
         "50/s",
     ),
     "CandidatesConfig.burst": (
