@@ -37,9 +37,18 @@ from ragcanary.serve.forwarded import TrustedProxies
             ["10.0.0.0/8"], "::ffff:10.0.0.5", ["1.2.3.4"], "1.2.3.4", id="ipv4-mapped-peer"
         ),
         pytest.param(["10.0.0.0/8"], None, ["1.2.3.4"], "unknown", id="no-peer"),
+        pytest.param(["10.0.0.0/8"], "10.0.0.5", ["1" * 10_000], "10.0.0.5", id="huge-hop"),
+        pytest.param(["*"], "8.8.8.8", ["a" * 10_000], "8.8.8.8", id="huge-hop-everyone"),
     ],
 )
 def test_the_client_is_the_peer_unless_a_trusted_proxy_forwarded_it(
     trusted: list[str], peer: str | None, forwarded: list[str], client: str
 ) -> None:
     assert TrustedProxies(trusted).client(peer, forwarded) == client
+
+
+def test_trusting_nobody_parses_no_address() -> None:
+    """The default: no header is looked at, and a peer is not even parsed."""
+    proxies = TrustedProxies()
+    assert proxies.client("not an address", ["1.2.3.4"]) == "not an address"
+    assert "10.0.0.5" not in proxies

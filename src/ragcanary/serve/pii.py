@@ -58,7 +58,8 @@ class Redactor:
         self._patterns = [(re.compile(p), replacement) for p, replacement in patterns]
 
     def __call__(self, text: str) -> str:
-        normal = unicodedata.normalize("NFKC", text)
+        # ASCII is its own NFKC form, and holds no invisible character.
+        normal = text if text.isascii() else unicodedata.normalize("NFKC", text)
         redacted = normal
         for pattern, replacement in self._patterns:
             redacted = _replace(pattern, replacement, redacted)
@@ -68,7 +69,7 @@ class Redactor:
 def _replace(pattern: re.Pattern[str], replacement: str, text: str) -> str:
     """``pattern.sub(replacement, text)`` as if ``text`` held no invisible characters; those
     outside a match stay where they were (a zero-width joiner inside an emoji sequence)."""
-    if not _INVISIBLE.search(text):
+    if text.isascii() or not _INVISIBLE.search(text):
         return pattern.sub(replacement, text)
     gone = {match.start() for match in _INVISIBLE.finditer(text)}
     kept = [i for i in range(len(text)) if i not in gone]  # where each visible one stands

@@ -79,8 +79,9 @@ def check(body: Any, targets: Sequence[str], redact: Redactor, now: datetime) ->
     if len(ids) > MAX_IDS or any(len(i) > MAX_ID_CHARS for i in ids):
         reason = f"ids: at most {MAX_IDS}, each at most {MAX_ID_CHARS} characters"
         raise Refused(400, reason, "too_large")
-    for n, one in enumerate(ids):
-        storable(f"ids[{n}]", one)
+    if _UNSTORABLE.search("".join(ids)):  # one pass for them all; then find which
+        for n, one in enumerate(ids):
+            storable(f"ids[{n}]", one)
     note = _text(body, "note", MAX_NOTE_CHARS)
     source = _text(body, "source", MAX_SOURCE_CHARS)
     clean = redact(query.strip())
