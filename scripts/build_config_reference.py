@@ -70,6 +70,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "Bearer token the application sends with failure reports to `POST /api/v1/candidates`; it can do nothing else. Unset disables the route. Set it with `RAGCANARY_INGEST_TOKEN`.",
         "${RAGCANARY_INGEST_TOKEN}",
     ),
+    "Config.forwarded_allow_ips": (
+        "Peers whose `X-Forwarded-For` header names the client that the failure reports' rate limit counts (`candidates.rate_limit`): addresses, networks, or `*` for every peer; a list, or one comma-separated string as uvicorn's `--forwarded-allow-ips`. The client is the right-most address in the header that is not itself listed. From any other peer, and by default (no peer is listed: behind no proxy, a header is only what the sender wrote), the header is ignored and the peer's address counts. List your ingress or load balancer here when the application reaches ragcanary through it, or all reports share its one limit.",
+        "[10.0.0.0/8]",
+    ),
     "Config.candidates": (
         "Bounds of the failure reports; see *candidates*.",
         "{max_pending: 5000}",
@@ -79,15 +83,15 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "5000",
     ),
     "CandidatesConfig.rate_limit": (
-        "Reports a second from one `source` (else one client address); more answer 429.",
+        "Reports a second from one client address (the peer's, or the one a proxy listed in `forwarded_allow_ips` forwarded; never the report's `source`); more answer 429 with `Retry-After`. Checked before the body is parsed, so a client over its limit costs next to nothing.",
         "50/s",
     ),
     "CandidatesConfig.burst": (
-        "Reports one source may send at once before the rate applies.",
+        "Reports one client address may send at once before the rate applies.",
         "100",
     ),
     "CandidatesConfig.redact": (
-        "Patterns replaced in queries and notes before anything is stored; unset: e-mail addresses and phone numbers.",
+        "Patterns replaced in queries, notes and sources before anything is stored, matched in the text's NFKC form with invisible characters (zero-width space, soft hyphen) passed over; unset: e-mail addresses (also `jo @ example.com`, a full-width at sign) and phone numbers of 7 digits or more (any dashes or spaces between groups, full-width digits, an extension like `x12`), by patterns that run in linear time. Text in which nothing matches is stored as sent. Your own patterns run as written: keep them free of nested or adjacent unbounded repeats, which backtrack on long input.",
         '[{pattern: "ACC-\\d+", replace: "<account>"}]',
     ),
     "Redaction.pattern": ("A Python regular expression.", '"ACC-\\d+"'),

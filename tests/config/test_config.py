@@ -134,6 +134,20 @@ MISTAKES = [
     ("timeout: 5s", "retries: many", "targets.docs-search.retries", 8, "whole number"),
     ("timeout: 5s", "verify_tls: maybe", "targets.docs-search.verify_tls", 8, "true or false"),
     ("rate_limit: 20/s", "rate_limit: 20 a second", "targets.docs-search.rate_limit", 9, RATE_HINT),
+    (
+        "listen: 127.0.0.1:9464",
+        "forwarded_allow_ips: [10.0.0.0/8, ingress.local]",
+        "forwarded_allow_ips",
+        2,
+        "networks (10.0.0.0/8",
+    ),
+    (
+        "listen: 127.0.0.1:9464",
+        "forwarded_allow_ips: '127.0.0.1, 10.0.0.300'",
+        "forwarded_allow_ips",
+        2,
+        "or * to believe every peer",
+    ),
 ]
 
 
@@ -582,3 +596,24 @@ def test_embedding_mistakes_are_located(
     assert message in problem.message
     assert fix in problem.fix
     assert problem.line is not None
+
+
+@pytest.mark.parametrize(
+    ("line", "trusted"),
+    [
+        pytest.param("", [], id="nobody-by-default"),
+        pytest.param(
+            "forwarded_allow_ips: [10.0.0.0/8, '::1']\n", ["10.0.0.0/8", "::1"], id="list"
+        ),
+        pytest.param(
+            "forwarded_allow_ips: '127.0.0.1, fd00::/8'\n", ["127.0.0.1", "fd00::/8"], id="string"
+        ),
+        pytest.param("forwarded_allow_ips: '*'\n", ["*"], id="everyone"),
+    ],
+)
+def test_forwarded_headers_are_believed_only_from_the_listed_proxies(
+    tmp_path: Path, line: str, trusted: list[str]
+) -> None:
+    """As uvicorn's --forwarded-allow-ips: a list or a comma-separated string; none by default."""
+    loaded = load_config(write(tmp_path, line + VALID), ENV)
+    assert loaded.config.forwarded_allow_ips == trusted

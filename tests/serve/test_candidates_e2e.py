@@ -1,9 +1,9 @@
 """Failure reports against a real `ragcanary serve`, reviewed and promoted with the CLI.
 
-An application posts 500 reports: duplicates worded differently, oversized and malformed
-ones, one with an e-mail address, some without or with a wrong token, and a burst from one
-source. The daemon keeps running, refuses the bad ones with a reason, stores the rest by
-normalised query with the address redacted; `candidates promote` appends a case to a
+An application posts 500 reports through a proxy: duplicates worded differently, oversized
+and malformed ones, one with an e-mail address, some without or with a wrong token, and a
+burst from one client. The daemon keeps running, refuses the bad ones with a reason, stores
+the rest by normalised query with the address redacted; `candidates promote` appends a case to a
 commented suite file, and after a reload the daemon runs it.
 """
 
@@ -51,6 +51,8 @@ def _daemon(directory: Path, url: str) -> DaemonProcess:
         "listen": f"127.0.0.1:{port}",
         "targets": {"vendor": target_entry(url, timeout="5s", retries=0)},
         "suites": {"core": {"cases": "core.yaml", "targets": ["vendor"], "every": "1s"}},
+        # The test is the proxy: each application client is the address it forwards.
+        "forwarded_allow_ips": ["127.0.0.1"],
     }
     (directory / "ragcanary.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     env = {
@@ -83,14 +85,15 @@ def test_failure_reports_are_checked_deduplicated_redacted_and_promoted(
             statuses.setdefault(kind, []).append(response.status_code)
             return response
 
-        for i in range(400):  # 8 questions, each worded 50 ways, from 20 sources
+        for i in range(400):  # 8 questions, each worded 50 ways, from 20 clients
             query = (
                 f"  Question {i % 8:02d}{'?' * (i % 3)} ".upper()
                 if i % 2
                 else f"question {i % 8:02d}"
             )
             body = {"query": query, "signal": ("thumbs_down", "rephrased")[i % 2]}
-            post("valid", ingest, json={**body, "source": f"app-{i % 20}", "target": "vendor"})
+            forwarded = {**ingest, "X-Forwarded-For": f"10.1.0.{i % 20}"}
+            post("valid", forwarded, json={**body, "source": f"app-{i % 20}", "target": "vendor"})
         email = {"query": "why is ana@example.com locked out", "signal": "abandoned"}
         post("valid", ingest, json={**email, "ids": ["doc-3", "doc-9"]})
         for _ in range(20):
@@ -99,7 +102,8 @@ def test_failure_reports_are_checked_deduplicated_redacted_and_promoted(
         for _ in range(15):
             post("malformed", ingest, content=b"{not json")
             post("oversized", ingest, json={"query": "x" * 2001, "signal": "other"})
-        flood = [post("flood", ingest, json={**email, "source": "flood"}) for _ in range(29)]
+        flooder = {**ingest, "X-Forwarded-For": "10.9.9.9"}
+        flood = [post("flood", flooder, json={**email, "source": "flood"}) for _ in range(29)]
         assert sum(len(v) for v in statuses.values()) == 500
 
         assert set(statuses["valid"]) == {202}
@@ -112,12 +116,14 @@ def test_failure_reports_are_checked_deduplicated_redacted_and_promoted(
             ).json()["detail"]
         )
         assert [r.status_code for r in flood].count(202) == 29  # within its burst of 50
-        burst = [client.post(url, headers=ingest, json={**email, "source": "flood"})]
+        # Another source named in the body changes nothing: the limit counts the client.
+        burst = [client.post(url, headers=flooder, json={**email, "source": "flood-0"})]
         while burst[-1].status_code == 202 and len(burst) < 100:
-            burst.append(client.post(url, headers=ingest, json={**email, "source": "flood"}))
-        assert burst[-1].status_code == 429, "a source past its burst must be slowed down"
+            again = {**email, "source": f"flood-{len(burst)}"}
+            burst.append(client.post(url, headers=flooder, json=again))
+        assert burst[-1].status_code == 429, "a client past its burst must be slowed down"
         assert float(burst[-1].headers["Retry-After"]) >= 1
-        assert "too many reports from this source" in burst[-1].json()["detail"]
+        assert "too many reports from 10.9.9.9" in burst[-1].json()["detail"]
         assert daemon.get("/healthz").status_code == 200
 
         admin = {"Authorization": f"Bearer {ADMIN}"}

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import tracemalloc
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,7 @@ from ragcanary.serve.intake import (
     DEFAULT_REDACTIONS,
     MAX_IDS,
     MAX_QUERY_CHARS,
+    MAX_QUEUED_BYTES,
     Intake,
     IntakeSettings,
     Recount,
@@ -18,10 +23,11 @@ from ragcanary.serve.intake import (
     Refused,
     SourceLimiter,
     check,
+    footprint,
     normalised,
     query_key,
 )
-from ragcanary.store.candidates import CandidateStore, FailureReport
+from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.storage import Store
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -152,14 +158,177 @@ async def test_the_intake_queues_counts_and_writes_in_batches(store: Store) -> N
         on_dropped=lambda reason, n: dropped.append((reason, n)),
     )
     for _ in range(3):
-        intake.receive({"query": "pricing", "signal": "abandoned"}, TARGETS, "10.0.0.1")
+        await intake.receive(b'{"query": "pricing", "signal": "abandoned"}', TARGETS, "10.0.0.1")
     with pytest.raises(Refused):
-        intake.receive({"query": "pricing"}, TARGETS, "10.0.0.1")
+        await intake.receive(b'{"query": "pricing"}', TARGETS, "10.0.0.1")
     assert (intake.queued, received, dropped) == (3, ["abandoned"] * 3, [("invalid", 1)])
     added = await intake.flush()
     assert added is not None
     assert (added.new, intake.queued) == (1, 0)
     assert CandidateStore(store).list()[0]["reports"] == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named", "says"),
+    [
+        pytest.param(
+            "query", "a\x00b", "query", "NUL character (U+0000) at character 2", id="q-nul"
+        ),
+        pytest.param("note", "\x00", "note", "NUL", id="note-nul"),
+        pytest.param("ids", ["a", "b\x00"], "ids[1]", "NUL", id="id-nul"),
+        pytest.param("source", "web\x00", "source", "NUL", id="source-nul"),
+        pytest.param("target", "docs\x00", "target", "NUL", id="target-nul"),
+        pytest.param("query", "smile \ud83d", "query", "(U+D83D) at character 7", id="q-half"),
+        pytest.param("note", "\ude00 cut", "note", "surrogate pair (U+DE00)", id="note-half"),
+        pytest.param("ids", ["\udbff"], "ids[0]", "surrogate", id="id-half"),
+        pytest.param("source", "app \ud800", "source", "surrogate", id="source-half"),
+    ],
+)
+def test_text_no_database_can_store_is_refused_naming_its_field(
+    field: str, value: Any, named: str, says: str
+) -> None:
+    body = {"query": "pricing", "signal": "other", field: value}
+    with pytest.raises(Refused) as refused:
+        check(body, TARGETS, REDACT, NOW)
+    assert (refused.value.status, refused.value.counted_as) == (400, "invalid")
+    assert refused.value.reason.startswith(f"{named}: ")
+    assert says in refused.value.reason
+
+
+def test_a_whole_emoji_is_taken_as_sent() -> None:
+    body = {"query": "smile 😀", "signal": "other", "note": "😀", "ids": ["😀"], "source": "😀"}
+    report = check(body, TARGETS, REDACT, NOW)
+    assert (report.query, report.note, report.ids, report.source) == (
+        "smile 😀",
+        "😀",
+        ("😀",),
+        "😀",
+    )
+
+
+def test_personal_data_is_redacted_from_the_source_too_and_never_from_ids() -> None:
+    body = {
+        "query": "q",
+        "signal": "other",
+        "source": "chat of jo @ example.com",
+        "ids": ["jo@example.com", "555-867-5309"],  # what the retriever returned: kept exact
+    }
+    report = check(body, TARGETS, REDACT, NOW)
+    assert report.source == "chat of <email>"
+    assert report.ids == ("jo@example.com", "555-867-5309")
+
+
+def _intake(store: Store, **settings: Any) -> tuple[Intake, list[tuple[str, int]]]:
+    dropped: list[tuple[str, int]] = []
+    chosen = {"max_pending": 100_000, "rate": 1000.0, "burst": 1000, **settings}
+    intake = Intake(
+        CandidateStore(store),
+        IntakeSettings(redactions=DEFAULT_REDACTIONS, **chosen),
+        on_dropped=lambda reason, n: dropped.append((reason, n)),
+    )
+    return intake, dropped
+
+
+@pytest.mark.anyio
+async def test_a_client_over_its_limit_is_refused_before_its_body_is_read(store: Store) -> None:
+    """The limit counts the client address, whatever ``source`` the body names, and costs
+    nothing: a body past the limit is not even parsed (a malformed one is a 429, not a 400)."""
+    intake, dropped = _intake(store, rate=0.001, burst=2)
+    for n in range(2):
+        body = json.dumps({"query": "q", "signal": "other", "source": f"app-{n}"}).encode()
+        await intake.receive(body, TARGETS, "10.0.0.1")
+    with pytest.raises(Refused) as refused:
+        await intake.receive(b"{not json", TARGETS, "10.0.0.1")
+    assert (refused.value.status, refused.value.counted_as) == (429, "rate_limited")
+    assert "too many reports from 10.0.0.1" in refused.value.reason
+    with pytest.raises(Refused) as other:
+        await intake.receive(b"{not json", TARGETS, "10.0.0.2")
+    assert (other.value.status, other.value.counted_as) == (400, "invalid")
+    assert dropped == [("rate_limited", 1), ("invalid", 1)]
+
+
+def _largest(n: int, character: str = "d") -> bytes:
+    """The largest report there is: every field at its bound."""
+    body = {
+        "query": f"question {n:05d} " + "q" * 1980,
+        "signal": "other",
+        "ids": [f"{n:05d}-{j:03d}-" + character * 500 for j in range(MAX_IDS)],
+        "note": "n" * 1000,
+        "source": "s" * 200,
+    }
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def test_a_report_s_footprint_is_the_memory_it_holds() -> None:
+    """The queue's bound in bytes is only as true as this: measured with tracemalloc, ASCII
+    and emoji alike (a str of emoji takes four bytes a character)."""
+    for character in ("d", "😀"):
+        bodies = [_largest(n, character) for n in range(50)]
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            reports = [check(json.loads(b), TARGETS, REDACT, NOW) for b in bodies]
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        estimated = sum(footprint(r) for r in reports)
+        assert held * 0.95 <= estimated <= held * 1.1, (character, held, estimated)
+
+
+@pytest.mark.anyio
+async def test_reports_waiting_for_storage_are_bounded_in_bytes(tmp_path: Path) -> None:
+    """Storage down: the largest reports are taken until they hold MAX_QUEUED_BYTES, then
+    refused (503, counted as queue_full); a failed batch keeps them all, and drops none."""
+    with Store.from_url(f"sqlite:///{tmp_path / 'gone' / 'ragcanary.db'}") as down:
+        intake, dropped = _intake(down)
+        taken, refused = 0, None
+        while refused is None and taken < 10_000:
+            try:
+                await intake.receive(_largest(taken), TARGETS, "10.0.0.1")
+            except Refused as exc:
+                refused = exc
+            else:
+                taken += 1
+        assert refused is not None, f"{taken} reports taken"
+        assert (refused.status, refused.counted_as) == (503, "queue_full")
+        size = intake.queued_bytes / taken
+        assert MAX_QUEUED_BYTES - size < intake.queued_bytes <= MAX_QUEUED_BYTES
+        assert 900 < taken < 1200  # ~64 KiB each
+        assert await intake.flush() is None
+        assert (intake.queued, intake.queued_bytes / taken) == (taken, size)
+        assert dropped == [("queue_full", 1)]
+
+
+class _CutOffAfter(CandidateStore):
+    """Storage that fails after the first ``stored`` reports of a batch are written."""
+
+    def __init__(self, store: Store, stored: int) -> None:
+        super().__init__(store)
+        self.stored = stored
+
+    def add(self, reports: Sequence[FailureReport], max_pending: int) -> Added:
+        added = super().add(reports[: self.stored], max_pending)
+        added.unstored = list(reports[self.stored :])
+        return added
+
+
+@pytest.mark.anyio
+async def test_reports_left_when_storage_fails_partway_wait_for_the_next_batch(
+    store: Store,
+) -> None:
+    intake, dropped = _intake(store)
+    intake.store = _CutOffAfter(store, 2)
+    for n in range(5):
+        await intake.receive(json.dumps({"query": f"q{n}", "signal": "other"}).encode(), [], "a")
+    full = intake.queued_bytes
+    added = await intake.flush()
+    assert added is not None
+    assert intake.queued == 3
+    assert 0 < intake.queued_bytes < full
+    intake.store = CandidateStore(store)
+    await intake.flush()
+    assert (intake.queued, intake.queued_bytes, dropped) == (0, 0, [])
+    assert sorted(r["query"] for r in CandidateStore(store).list()) == [f"q{n}" for n in range(5)]
 
 
 # Each step at its time: "stored" (a batch), "count" (counted if due), "fail" (a count that

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ragcanary.serve.intake import query_key
 from ragcanary.store.candidates import RECENT, CandidateStore, FailureReport
+from ragcanary.store.errors import StorageUnavailable
 from ragcanary.store.storage import Store
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -90,3 +94,56 @@ def test_pending_counts_each_candidate_once_per_signal_it_was_reported_with(
     found.add([_report("pricing", "thumbs_down", s) for s in range(3)], max_pending=100)
     found.add([_report("sso", "thumbs_down", 4), _report("sso", "other", 5)], max_pending=100)
     assert found.pending_by_signal() == {"thumbs_down": 2, "other": 1}
+
+
+def test_a_report_postgresql_cannot_hold_is_dropped_and_the_rest_of_its_batch_stored(
+    postgres_url: str,
+) -> None:
+    """A NUL in text fails the whole batch's transaction on PostgreSQL, and so every later batch
+    it was queued again with: it alone is dropped and counted, the others stored."""
+    with Store.from_url(postgres_url) as store:
+        store.migrate()
+        found = CandidateStore(store)
+        batch = [_report(f"question {i}", "other", i) for i in range(9)]
+        batch.insert(6, _report("cut \x00 here", "other", 20))
+        added = found.add(batch, max_pending=100)
+        assert (added.new, added.dropped, added.unstored) == (9, {"unstorable": 1}, [])
+        assert "NUL" in added.refusals[0]
+        assert sorted(_by_query(found)) == sorted(f"question {i}" for i in range(9))
+
+
+def test_half_a_surrogate_pair_is_dropped_and_the_rest_of_its_batch_stored(store: Store) -> None:
+    """Neither driver can encode half a surrogate pair; it failed its batch (and escaped as a
+    bare UnicodeEncodeError) on SQLite and PostgreSQL alike."""
+    found = CandidateStore(store)
+    half = FailureReport(query_key("smile"), "smile \ud83d", "other", T0)
+    batch = [_report("question 0", "other", 0), half]
+    batch += [_report("question 2", "other", 2), _report("question 0", "thumbs_down", 3)]
+    added = found.add(batch, max_pending=100)
+    assert (added.new, added.merged, added.dropped) == (2, 1, {"unstorable": 1})
+    rows = _by_query(found)
+    assert sorted(rows) == ["question 0", "question 2"]
+    assert rows["question 0"]["signals"] == {"other": 1, "thumbs_down": 1}
+
+
+def test_storage_down_before_a_batch_is_stored_raises_and_stores_nothing(tmp_path: Path) -> None:
+    gone = f"sqlite:///{tmp_path / 'gone' / 'ragcanary.db'}"
+    with Store.from_url(gone) as store, pytest.raises(StorageUnavailable):
+        CandidateStore(store).add([_report("pricing", "other", 0)], max_pending=100)
+
+
+def test_a_kept_report_with_half_a_surrogate_pair_reads_as_a_replacement_character(
+    store: Store,
+) -> None:
+    """Older versions stored ``note`` and ``ids`` with half a pair; JSON and HTML cannot carry
+    it, so every reader failed. It reads as U+FFFD, and a whole emoji stays whole."""
+    found = CandidateStore(store)
+    report = FailureReport(
+        query_key("emoji"), "emoji", "other", T0, ids=("doc-\udc00",), note="cut \ud83d 😀"
+    )
+    found.add([report], max_pending=100)
+    (row,) = found.list()
+    assert row["recent"][0]["note"] == "cut \ufffd 😀"
+    assert row["recent"][0]["ids"] == ["doc-\ufffd"]
+    assert found.get(row["id"])["recent"] == row["recent"]  # type: ignore[index]
+    assert found.pending_page(None, 10)[0][0]["recent"] == row["recent"]

@@ -75,9 +75,38 @@ def _rate(value: Any) -> float:
         ) from None
 
 
+EVERY_PEER = "*"
+
+
+def proxy_network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The network an entry of ``forwarded_allow_ips`` names (an address is a network of one),
+    None for ``*`` (every peer); ``ValueError`` when it is neither."""
+    if entry == EVERY_PEER:
+        return None
+    return ipaddress.ip_network(entry, strict=False)
+
+
+def _proxies(value: Any) -> Any:
+    # A list, or one string of them as uvicorn's --forwarded-allow-ips takes: "10.0.0.0/8, ::1".
+    entries = value.split(",") if isinstance(value, str) else value
+    if not isinstance(entries, list):
+        return entries  # the list type says what is wrong
+    for entry in entries:
+        try:
+            proxy_network(entry.strip() if isinstance(entry, str) else entry)
+        except (ValueError, TypeError):
+            raise _fix(
+                f"{quote_value(entry)} is not an IP address or network",
+                "write addresses (10.0.0.7), networks (10.0.0.0/8, fd00::/8), or * to believe "
+                "every peer",
+            ) from None
+    return [e.strip() if isinstance(e, str) else e for e in entries]
+
+
 Seconds = Annotated[float, BeforeValidator(_duration)]
 Interval = Annotated[float, BeforeValidator(_interval)]
 PerSecond = Annotated[float, BeforeValidator(_rate)]
+Proxies = Annotated[list[str], BeforeValidator(_proxies)]  # see proxy_network
 Floor = Annotated[float, Field(ge=0, le=1)]
 Floors = dict[Annotated[int, Field(gt=0)], Floor]  # k -> lowest acceptable value
 

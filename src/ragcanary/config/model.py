@@ -27,6 +27,7 @@ from ragcanary.config.fields import (
     HostPattern,
     Interval,
     PerSecond,
+    Proxies,
     Seconds,
     Strict,
     quote_value,
@@ -220,7 +221,7 @@ class CandidatesConfig(Strict):
     """Failure reports of the application (``POST /api/v1/candidates``) and their bounds."""
 
     max_pending: int = Field(default=10_000, ge=1)  # past it the oldest pending are dropped
-    rate_limit: PerSecond = 20.0  # reports a second from one source (or client address)
+    rate_limit: PerSecond = 20.0  # reports a second from one client address
     burst: int = Field(default=50, ge=1)
     # Replaced before anything is stored; None: e-mail addresses and phone numbers.
     redact: list[Redaction] | None = None
@@ -244,6 +245,9 @@ class Config(Strict):
     log_format: Literal["json", "console"] | None = None
     admin_token: str | None = None
     ingest_token: str | None = None  # what the application sends to POST /api/v1/candidates
+    # Peers (addresses, networks, or *) whose X-Forwarded-For names the client that the
+    # failure reports' rate limit counts; from any other peer the header is ignored.
+    forwarded_allow_ips: Proxies = Field(default_factory=list)
     candidates: CandidatesConfig = Field(default_factory=CandidatesConfig)
     retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
     retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones

@@ -4,7 +4,6 @@ and the web pages under /ui/ (serve.ui.pages)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -50,7 +49,7 @@ _ERRORS = {
     401: "missing or wrong bearer token",
     403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
     413: "the request body is over 1 MB",
-    429: "too many failure reports from this source; Retry-After says when to try again",
+    429: "too many failure reports from this client; Retry-After says when to try again",
     404: "no such run, case, or nothing stored yet to answer with",
     503: "storage is unreachable",
 }
@@ -248,14 +247,12 @@ def create_app(daemon: Service) -> FastAPI:
         authorization: Annotated[str | None, Header()] = None,
     ) -> JSONResponse:
         """A failure report of the application: queued for review, never waiting on storage."""
+        intake = daemon.intake
+        peer = request.client.host if request.client else None
+        client = intake.client(peer, request.headers.getlist("x-forwarded-for"))
+        targets = list(daemon.loaded.config.targets)
         try:
-            body = json.loads(await request.body())
-        except (ValueError, RecursionError):
-            daemon.intake.count_refused("invalid")
-            raise HTTPException(400, "the body is not JSON; send a JSON object") from None
-        client = request.client.host if request.client else "unknown"
-        try:
-            report = daemon.intake.receive(body, list(daemon.loaded.config.targets), client)
+            report = await intake.receive(await request.body(), targets, client)
         except Refused as refused:
             headers = {"Retry-After": str(math.ceil(refused.retry_s))} if refused.retry_s else None
             return JSONResponse({"detail": refused.reason}, refused.status, headers=headers)

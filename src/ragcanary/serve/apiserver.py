@@ -37,5 +37,8 @@ def api_server(app: FastAPI, listen: str) -> ApiServer:
         http=guarded_protocol(),
         backlog=BACKLOG,
         timeout_keep_alive=KEEP_ALIVE_S,
+        # uvicorn would take X-Forwarded-For from 127.0.0.1 (or as $FORWARDED_ALLOW_IPS says)
+        # as the client on every route; the intake reads it from forwarded_allow_ips alone.
+        proxy_headers=False,
     )
     return ApiServer(config)

@@ -191,6 +191,7 @@ class Daemon:
             self.server.should_exit = True
             if self._server_task is not None:
                 await asyncio.wait([self._server_task], timeout=5)
+        self.intake.close()  # once no request can be checked any more
         await self.keeper.close(deadline_s=STORAGE_CLOSE_S)
         self.judge.close()
         if self._lock is not None:

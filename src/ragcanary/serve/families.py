@@ -19,7 +19,7 @@ CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 # The causes of ragcanary_diagnosis a run names today: why it was unavailable. An answered run
 # sets both to 0 (DESIGN.md's other causes explain regressions, which are not named yet).
 CAUSES = ("outage", "config")
-CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap")
+CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap", "unstorable")
 M = TypeVar("M", bound=MetricWrapperBase)
 
 

@@ -4,18 +4,35 @@ One row per normalised query: every report of the same question adds to its coun
 signals, and the last few reports are kept whole. Candidates wait as ``pending`` until a
 person promotes one into a suite or dismisses it. The number pending is capped: past the cap
 the oldest pending ones (by their last report) are dropped, and counted.
+
+A report the database cannot hold (a NUL in PostgreSQL text, half a surrogate pair) fails its
+whole batch's transaction, and would fail every batch it is tried in again: such a batch is
+split until that report stands alone, which is dropped and counted (``unstorable``), and the
+others are stored.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import TableValuedAlias, bindparam, delete, func, select, true, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import (
+    TableValuedAlias,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 
 from ragcanary.store.errors import StorageError
 from ragcanary.store.schema import candidates
@@ -23,6 +40,11 @@ from ragcanary.store.storage import Store
 
 Status = Literal["pending", "promoted", "dismissed"]
 RECENT = 5  # reports kept whole per candidate; the rest are counted only
+UNSTORABLE = "unstorable"  # ragcanary_candidates_dropped_total{reason}: refused by the database
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# A surrogate written as a JSON escape: the columns are written ASCII-only, so every character
+# past U+FFFF is one of these too, and a lone half (stored before the intake refused them) is.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 # The update of a stored candidate reported again, executed once with all of a batch's such
 # candidates (bind names must differ from the column names).
@@ -36,6 +58,14 @@ _MERGE = (
         last_at=bindparam("_last_at", type_=candidates.c.last_at.type),
     )
 )
+
+
+# What the readers select: ``recent`` as its JSON text, so that a row is searched for a lone
+# surrogate in one pass of a regular expression, and only one that has any is walked.
+_SHOWN = [
+    *(c for c in candidates.c if c.name != "recent"),
+    cast(candidates.c.recent, Text).label("recent"),
+]
 
 
 @dataclass(frozen=True)
@@ -68,7 +98,16 @@ class Added:
 
     new: int = 0
     merged: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)  # pending candidates past the cap
+    # Pending candidates past the cap ("cap"), reports the database refused ("unstorable").
+    dropped: dict[str, int] = field(default_factory=dict)
+    refusals: list[str] = field(default_factory=list)  # why each unstorable one was refused
+    # Reports not stored because storage failed after part of the batch was: try them again.
+    unstored: list[FailureReport] = field(default_factory=list)
+
+    def absorb(self, other: Added) -> None:
+        self.new += other.new
+        self.merged += other.merged
+        self.dropped = dict(Counter(self.dropped) + Counter(other.dropped))
 
 
 class CandidateStore:
@@ -80,9 +119,35 @@ class CandidateStore:
     def add(self, reports: Sequence[FailureReport], max_pending: int) -> Added:
         """Store ``reports`` (merged by key) and drop the oldest pending past ``max_pending``.
 
-        Two replicas adding the same new query at once: the loser's insert fails on the
-        unique key, and the whole batch is tried once more, merging this time.
+        A report the database cannot hold is dropped and counted, the others stored (see the
+        module). ``StorageError`` when storage fails before any of the batch is stored; after
+        some is, the reports left are in ``Added.unstored``.
         """
+        done = Added()
+        progressed = False
+        todo = [list(reports)]  # a stack: the batch's first half is on top of its second
+        while todo:
+            batch = todo.pop()
+            try:
+                done.absorb(self._add_retrying(batch, max_pending))
+            except (StorageError, UnicodeError) as error:
+                if not _unstorable(error):
+                    if not progressed:
+                        raise
+                    done.unstored = [r for part in [batch, *reversed(todo)] for r in part]
+                    return done
+                if len(batch) > 1:
+                    half = len(batch) // 2
+                    todo += [batch[half:], batch[:half]]
+                    continue
+                done.absorb(Added(dropped={UNSTORABLE: 1}))
+                done.refusals.append(str(error))
+            progressed = True
+        return done
+
+    def _add_retrying(self, reports: Sequence[FailureReport], max_pending: int) -> Added:
+        """Two replicas adding the same new query at once: the loser's insert fails on the
+        unique key, and the whole batch is tried once more, merging this time."""
         try:
             return self._add(reports, max_pending)
         except StorageError as first:
@@ -167,7 +232,7 @@ class CandidateStore:
         if signal is not None:
             where.append(candidates.c.signals[signal].as_integer().is_not(None))
         query = (
-            select(candidates)
+            select(*_SHOWN)
             .where(*where)
             .order_by(
                 candidates.c.reports.desc(), candidates.c.last_at.desc(), candidates.c.candidate_id
@@ -188,7 +253,7 @@ class CandidateStore:
         since: datetime | None = None,
     ) -> list[dict[str, Any]]:
         """Candidates, the most reported first (then the latest reported)."""
-        query = select(candidates).order_by(
+        query = select(*_SHOWN).order_by(
             candidates.c.reports.desc(), candidates.c.last_at.desc(), candidates.c.candidate_id
         )
         if status is not None:
@@ -204,7 +269,7 @@ class CandidateStore:
     def get(self, candidate_id: int) -> dict[str, Any] | None:
         with self.store.reading() as conn:
             row = conn.execute(
-                select(candidates).where(candidates.c.candidate_id == candidate_id)
+                select(*_SHOWN).where(candidates.c.candidate_id == candidate_id)
             ).first()
         return None if row is None else _row(row._mapping)
 
@@ -244,6 +309,43 @@ def _signal_keys(dialect: str) -> TableValuedAlias:
     return func.json_each(candidates.c.signals).table_valued("key", name="signal_keys")
 
 
+def _unstorable(error: Exception) -> bool:
+    """Whether the database refused a value of the batch (so the same report fails in any
+    batch), rather than the batch's writing (storage down, a lock, a missing table).
+
+    Text that is not UTF-8 (half a surrogate pair) fails as its value is encoded, before the
+    statement is sent: the drivers raise ``UnicodeEncodeError`` as it is. PostgreSQL's data
+    exceptions (psycopg refuses a NUL in text itself) are ``DataError``; a value no column type
+    could bind is a ``StatementError`` that is no driver error.
+    """
+    if isinstance(error, UnicodeError):
+        return True
+    cause = error.__cause__
+    if isinstance(cause, DataError):
+        return True
+    return isinstance(cause, StatementError) and not isinstance(cause, DBAPIError)
+
+
+def _recent(text: str) -> list[dict[str, Any]]:
+    """The kept reports of a row, from their JSON text."""
+    entries: list[dict[str, Any]] = json.loads(text)
+    return _readable(entries) if _SURROGATE_ESCAPE.search(text) else entries
+
+
+def _readable(value: Any) -> Any:
+    """``value`` as JSON and HTML can carry it: half a surrogate pair, stored before the intake
+    refused them (a string cut inside an emoji), reads as U+FFFD rather than failing the page."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, list):
+        return [_readable(v) for v in value]
+    if isinstance(value, dict):
+        return {_readable(k): _readable(v) for k, v in value.items()}
+    return value
+
+
 def _row(row: Any) -> dict[str, Any]:
     return {
         "id": row["candidate_id"],
@@ -251,7 +353,7 @@ def _row(row: Any) -> dict[str, Any]:
         "status": row["status"],
         "reports": row["reports"],
         "signals": dict(row["signals"]),
-        "recent": list(row["recent"]),
+        "recent": _recent(row["recent"]),
         "first_at": row["first_at"],
         "last_at": row["last_at"],
         "outcome": row["outcome"],
