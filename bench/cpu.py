@@ -31,11 +31,11 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
-from ragcanary.probe.cycle import settings_for
 from ragcanary.probe.target import make_client
 from ragcanary.reports.report import to_report
 from ragcanary.serve.exporter import Exporter, SuitePairs
 from ragcanary.store.storage import Store
+from ragcanary.suites.judge import settings_for
 
 TITLE = "CPU per query"
 GOAL_US = 800  # all our code per query: probe (HTTP included), evaluate, report, export, store

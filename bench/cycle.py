@@ -33,10 +33,10 @@ from render import section, table, verdict
 from retriever import DEPTH, KINDS, RetrieverProcess
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.cases import Case, Suite
 from ragcanary.measure.results import RunResult
 from ragcanary.probe.runner import TargetGate, run_suite
 from ragcanary.probe.target import HttpTarget, make_client
-from ragcanary.suites.suite import Case, Suite
 
 TITLE = "Cycle time"
 GOAL_IDEAL = 1.10  # our cycle over ceil(N / C) * L

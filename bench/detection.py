@@ -37,11 +37,12 @@ from render import section, table
 
 from ragcanary.config.model import SuiteConfig, Thresholds
 from ragcanary.demo import retriever as demo
+from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import Answer, CaseResult, RunResult
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import run_from_report, to_report
-from ragcanary.suites.suite import Suite, load_suite
+from ragcanary.suites.judge import settings_for
+from ragcanary.suites.suite import load_suite
 
 TITLE = "Detection quality: false alarms and detection delay"
 

@@ -17,10 +17,10 @@ from render import section, table
 from timing import median_seconds
 
 from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.cases import Case
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import Answer, CaseResult, RunResult
-from ragcanary.probe.cycle import settings_for
-from ragcanary.suites.suite import Case
+from ragcanary.suites.judge import settings_for
 
 TITLE = "Evaluation cost"
 KS = [1, 3, 5, 10]

@@ -34,6 +34,7 @@ from render import section, table, verdict
 from sqlalchemy.pool import NullPool
 
 from ragcanary.measure.case_verdict import case_verdict
+from ragcanary.measure.cases import Case
 from ragcanary.measure.metrics import aggregate, case_metrics
 from ragcanary.reports.oncall import case_history
 from ragcanary.store.engine import make_engine
@@ -41,7 +42,6 @@ from ragcanary.store.queries import history_query
 from ragcanary.store.rows import case_row, decode_ids, point_row, run_row
 from ragcanary.store.schema import points, results, runs
 from ragcanary.store.storage import Store
-from ragcanary.suites.suite import Case
 
 TITLE = "Storage: one canary's history"
 GOAL_MS = 50.0

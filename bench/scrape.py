@@ -29,10 +29,10 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from render import section, table, verdict
 
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, suite_pairs
+from ragcanary.suites.judge import settings_for
 from ragcanary.suites.loaded import load_config
 
 TITLE = "Scrape time"

@@ -30,8 +30,8 @@ from ragcanary.config.model import (
     TargetConfig,
     Thresholds,
 )
+from ragcanary.measure.cases import Case
 from ragcanary.probe.runner import PACE, PACED_GAP_BELOW_S, START_SPREAD_S
-from ragcanary.suites.suite import Case
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "config.md"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
+from ragcanary.measure.cases import Case
 from ragcanary.measure.results import Answer, CaseResult, Outcome, RunResult
-from ragcanary.suites.suite import Case
 
 
 def case(

@@ -20,7 +20,7 @@ from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import score_run
-from ragcanary.probe.cycle import settings_for
+from ragcanary.suites.judge import settings_for
 
 SUITE = SuiteConfig(cases="core.yaml", targets=["search"], k=[1, 3], depth=5)
 CASES = [case(f"c{i}", [f"rel-{i}"]) for i in range(4)] + [case("free")]

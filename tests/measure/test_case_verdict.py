@@ -10,8 +10,8 @@ from factories import answer, case, run
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.case_verdict import CASE_VERDICTS, RunFindings, case_verdict, case_verdicts
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
+from ragcanary.suites.judge import settings_for
 
 
 @pytest.mark.parametrize(

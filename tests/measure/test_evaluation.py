@@ -11,8 +11,8 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
+from ragcanary.suites.judge import settings_for
 
 SUITE = SuiteConfig(cases="suite.yaml", targets=["search"])
 CASES = [case(f"c{i}", [f"rel{i}"]) for i in range(40)]

@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.vectors import CHANGED_BELOW, compare_vectors, cosine
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import decode_vector, encode_vector, run_from_report, to_report
-from ragcanary.suites.suite import Suite
+from ragcanary.suites.judge import settings_for
 
 CASES = [case(f"c{i}", ["rel"]) for i in range(4)]
 

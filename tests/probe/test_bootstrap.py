@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from retrievers import FakeRetriever
 
 from ragcanary.errors import ConfigError, UsageError
+from ragcanary.measure.cases import Case
 from ragcanary.measure.results import Answer, CaseResult
 from ragcanary.probe.bootstrap import (
     MAX_SLUG_LENGTH,
@@ -22,7 +23,7 @@ from ragcanary.probe.bootstrap import (
     unique_slugs,
 )
 from ragcanary.probe.target import HttpTarget
-from ragcanary.suites.suite import Case, load_suite
+from ragcanary.suites.suite import load_suite
 
 pytestmark = pytest.mark.anyio
 SLUG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.verdict import Policy
-from ragcanary.probe.cycle import settings_for
+from ragcanary.suites.judge import settings_for
 
 
 def test_settings_carry_every_value_the_verdict_and_drift_use() -> None:

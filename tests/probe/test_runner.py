@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragcanary.measure.cases import Case, Suite
 from ragcanary.measure.results import Answer
 from ragcanary.probe.runner import (
     PACE,
@@ -20,7 +21,6 @@ from ragcanary.probe.runner import (
     TargetGate,
     run_suite,
 )
-from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
 

@@ -19,13 +19,13 @@ from retrievers import FakeRetriever
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
+from ragcanary.measure.cases import Case, Suite
 from ragcanary.measure.results import PathMiss
 from ragcanary.probe.retries import retry_after_seconds
 from ragcanary.probe.runner import run_suite
 from ragcanary.probe.target import HttpTarget, make_client
 from ragcanary.probe.templates import compile_path, fill_template
 from ragcanary.redact import Redactor
-from ragcanary.suites.suite import Case, Suite
 
 pytestmark = pytest.mark.anyio
 

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from ragcanary.measure.cases import Case, Suite
 from ragcanary.measure.results import Answer
 from ragcanary.probe.runner import run_suite
 from ragcanary.probe.timer import PreciseTimer
-from ragcanary.suites.suite import Case, Suite
 
 pytestmark = [
     pytest.mark.anyio,
@@ -144,7 +144,7 @@ def test_out_of_files_a_run_still_runs_on_asyncio_s_timers():
         from ragcanary.measure.results import Answer
         from ragcanary.probe.runner import run_suite
         from ragcanary.probe.timer import PreciseTimer
-        from ragcanary.suites.suite import Case, Suite
+        from ragcanary.measure.cases import Case, Suite
 
         class Target:
             name = "t"

@@ -135,7 +135,7 @@ def test_the_run_file_keeps_the_targets_order_through_ties_and_duplicates() -> N
 
 
 def test_white_space_in_an_id_is_refused_with_the_reason() -> None:
-    from ragcanary.suites.suite import Case
+    from ragcanary.measure.cases import Case
 
     with pytest.raises(ValueError, match="white space"):
         qrels_file([Case(id="has space", query="q", relevant={"d": 1})])

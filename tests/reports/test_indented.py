@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.indented import dumps_indented
 from ragcanary.reports.report import dump_text, to_report
+from ragcanary.suites.judge import settings_for
 
 
 def expected(value: Any) -> str:

@@ -13,8 +13,8 @@ from retrievers import FakeRetriever, graded_corpus, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
+from ragcanary.measure.cases import Case
 from ragcanary.measure.stale import StaleLabel, stale_labels
-from ragcanary.suites.suite import Case
 
 API_KEY = "sk-stale-3e1"
 QUERIES = [f"question {i:02d}" for i in range(4)]

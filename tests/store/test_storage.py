@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.probe.cycle import settings_for
 from ragcanary.reports.report import to_report
 from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
 from ragcanary.store.rows import decode_ids, encode_ids
 from ragcanary.store.storage import Store
+from ragcanary.suites.judge import settings_for
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 LATEST = migrations.latest_version(migrations.UPGRADES)

@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragcanary.errors import ConfigError
+from ragcanary.measure.cases import Suite
 from ragcanary.suites.importers import Imported, read_beir, read_trec
-from ragcanary.suites.suite import Suite, dump_suite, load_suite
+from ragcanary.suites.suite import dump_suite, load_suite
 
 FIELDS = ["id", "query", "relevant", "tags", "weight", "min_score", "max_score"]
 scalars = st.one_of(

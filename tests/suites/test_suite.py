@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragcanary.errors import ConfigError, UsageError
-from ragcanary.suites.suite import Case, Suite, dump_suite, load_suite
+from ragcanary.measure.cases import Case, Suite
+from ragcanary.suites.suite import dump_suite, load_suite
 
 CONTRACT_EXAMPLE = """\
 cases:

@@ -13,10 +13,11 @@ from rich.table import Table
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
-from ragcanary.probe.cycle import run_cycle, settings_for
+from ragcanary.probe.cycle import run_cycle
 from ragcanary.probe.target import make_client
 from ragcanary.reports.report import failure_kinds, run_from_report, to_report
 from ragcanary.reports.table import render_report
+from ragcanary.suites.judge import settings_for
 from ragcanary.suites.loaded import LoadedConfig, locate
 
 

@@ -1,4 +1,4 @@
 """The configuration: its model, ``${VAR}`` expansion, YAML/JSON with line maps, located problems.
 
-Imports only the top level (errors, redaction).
+Imports only ``measure`` and the top level (errors, redaction).
 """

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
-from ragcanary.suites.suite import Case
+from ragcanary.measure.cases import Case
 
 Outcome = Literal[
     "ok",

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 from typing import Literal
 
+from ragcanary.measure.cases import Case
 from ragcanary.measure.results import RunResult
-from ragcanary.suites.suite import Case
 
 Reason = Literal["not_returned", "missing"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import yaml
 
 from ragcanary.errors import ConfigError, Problem, UsageError
+from ragcanary.measure.cases import Case, Suite
 from ragcanary.measure.results import CaseResult
 from ragcanary.probe.runner import Embed, run_suite
 from ragcanary.probe.target import Target
-from ragcanary.suites.suite import Case, Suite
 
 MAX_SLUG_LENGTH = 48
 _NOT_SLUG = re.compile(r"[^a-z0-9]+")

@@ -7,31 +7,14 @@ from contextlib import AsyncExitStack
 
 import httpx
 
-from ragcanary.config.model import SuiteConfig
-from ragcanary.config.target import TargetConfig
-from ragcanary.measure.evaluation import Evaluation, evaluate
+from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
-from ragcanary.measure.settings import Settings
-from ragcanary.measure.verdict import Policy
 from ragcanary.probe.embedding import open_embedder
 from ragcanary.probe.presets import PresetTarget, make_target
 from ragcanary.probe.runner import Embed, TargetGate, run_suite
 from ragcanary.redact import Redactor
+from ragcanary.suites.judge import judge_run
 from ragcanary.suites.loaded import LoadedConfig
-
-
-def settings_for(suite: SuiteConfig, target: TargetConfig | None = None) -> Settings:
-    """The suite's config (and the target's score direction) as the plain values measure takes."""
-    t = suite.thresholds
-    policy = Policy(
-        floors=t.floors(),
-        max_drop=t.max_drop,
-        significance=t.significance,
-        min_rank_overlap=t.min_rank_overlap,
-        min_coverage=suite.min_coverage,
-    )
-    order = target.score_order if target is not None else "desc"
-    return Settings(suite.k, suite.depth, suite.gain, t.score_drift, policy, order)
 
 
 async def run_cycle(
@@ -54,23 +37,6 @@ async def run_cycle(
         loaded, suite_name, target_name, client, on_result=on_result, gate=gate, run_id=run_id
     )
     return judge_run(loaded, suite_name, target_name, run, baseline)
-
-
-def judge_run(
-    loaded: LoadedConfig,
-    suite_name: str,
-    target_name: str,
-    run: RunResult,
-    baseline: RunResult | None,
-) -> Evaluation:
-    """``run`` judged against ``baseline`` with its suite's and target's settings.
-
-    Pure CPU work, tens of milliseconds for hundreds of canaries: the daemon calls it in a
-    worker thread, so that its event loop stays free for the other runs and for scrapes.
-    """
-    suite_cfg = loaded.config.suites[suite_name]
-    target_cfg = loaded.config.targets[target_name]
-    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)
 
 
 async def probe_cycle(

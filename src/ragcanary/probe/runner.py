@@ -9,11 +9,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
+from ragcanary.measure.cases import Case, Suite
 from ragcanary.measure.results import Answer, CaseResult, RunResult
 from ragcanary.probe.embedding import Embedded
 from ragcanary.probe.target import Target
 from ragcanary.probe.timer import PreciseTimer
-from ragcanary.suites.suite import Case, Suite
 
 ProgressCallback = Callable[[CaseResult], None]
 Sleep = Callable[[float], Awaitable[None]]

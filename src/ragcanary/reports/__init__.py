@@ -1,4 +1,4 @@
 """What a run reads like: report JSON, diffs and on-call views, terminal tables, Markdown, JUnit.
 
-Imports ``store``, ``probe``, ``measure``, ``suites``, ``config`` and the top level.
+Imports ``store``, ``probe``, ``suites``, ``config``, ``measure`` and the top level.
 """

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ragcanary.errors import UsageError
+from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.reasons import reasons
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.measure.verdict import Failure, Regression
 from ragcanary.reports.indented import dumps_indented
-from ragcanary.suites.suite import Suite
 
 
 def _num(value: float | None, digits: int | None = None) -> float | None:

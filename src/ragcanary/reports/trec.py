@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ragcanary.suites.suite import Case
+from ragcanary.measure.cases import Case
 
 _SPACE = re.compile(r"\s")
 

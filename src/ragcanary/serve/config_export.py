@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from apscheduler.triggers.cron import CronTrigger
 
 from ragcanary.config.model import Config, SuiteConfig
-from ragcanary.probe.cycle import settings_for
 from ragcanary.redact import Redactor
 from ragcanary.serve.exporter import SuitePairs
+from ragcanary.suites.judge import settings_for
 from ragcanary.suites.loaded import LoadedConfig
 
 

@@ -7,13 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
-from ragcanary.probe.cycle import judge_run
 from ragcanary.reports.report import run_from_report, to_report
 from ragcanary.store.keeper import KeptReport
+from ragcanary.suites.judge import judge_run
 from ragcanary.suites.loaded import LoadedConfig
-from ragcanary.suites.suite import Suite
 from ragcanary.threads import run_in
 
 Pair = tuple[str, str]  # (suite, target)

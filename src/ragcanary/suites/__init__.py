@@ -1,4 +1,5 @@
-"""Canary suites: the case model, loading suite files, and importers of standard collections.
+"""Canary suites: suite files read into measure's plain cases, importers of standard collections.
 
-Imports only ``config`` and the top level.
+Also the config loaded with its suites, and a suite's config as the settings measure takes.
+Imports only ``config``, ``measure`` and the top level.
 """

@@ -23,8 +23,9 @@ from ragcanary.config.problems import explain, suggest
 from ragcanary.config.target import URL_EXAMPLE
 from ragcanary.config.yamlfile import Document, NodePath, dotted, load_yaml, read_text
 from ragcanary.errors import ConfigError, Problem
+from ragcanary.measure.cases import Suite
 from ragcanary.redact import Redactor
-from ragcanary.suites.suite import Suite, load_suite
+from ragcanary.suites.suite import load_suite
 
 CONFIG_FILE = "ragcanary.yaml"
 _EXAMPLES = {"url": URL_EXAMPLE, "cases": "suites/core.yaml", "targets": "[docs-search]"}

@@ -1,4 +1,4 @@
-"""Suites of canary cases, and loading them from .yaml, .json and .jsonl files."""
+"""Loading suites of canary cases from .yaml, .json and .jsonl files, and writing them back."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
@@ -27,47 +27,7 @@ from ragcanary.config.yamlfile import (
     read_text,
 )
 from ragcanary.errors import ConfigError, Problem, UsageError
-
-CaseKind = Literal["labelled", "negative", "label_free"]
-
-
-@dataclass(frozen=True)
-class Case:
-    """One canary query and what a good answer to it looks like.
-
-    ``relevant`` maps judged ids to grades: grade > 0 is relevant, 0 is judged
-    non-relevant. ``None`` means label-free (drift only); an empty map is a
-    negative canary (nothing should score at or above ``max_score``).
-    """
-
-    id: str
-    query: str
-    relevant: Mapping[str, int] | None = None
-    tags: tuple[str, ...] = ()
-    weight: float = 1.0
-    min_score: float | None = None
-    max_score: float | None = None
-
-    @property
-    def kind(self) -> CaseKind:
-        if self.relevant is None:
-            return "label_free"
-        if not any(grade > 0 for grade in self.relevant.values()):
-            return "negative"
-        return "labelled"
-
-
-@dataclass(frozen=True)
-class Suite:
-    """The cases of one suite file."""
-
-    cases: tuple[Case, ...]
-    source: Path | None = None
-    by_id: Mapping[str, Case] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "by_id", {c.id: c for c in self.cases})
-
+from ragcanary.measure.cases import Case, Suite
 
 SUITE_FORMATS = (".yaml", ".yml", ".json", ".jsonl")
 _FIELDS = ["id", "query", "relevant", "tags", "weight", "min_score", "max_score"]

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragcanary.measure.cases import Suite
 from ragcanary.measure.reasons import FamilyDrop, family_drops
 from ragcanary.measure.results import ANSWERED
 from ragcanary.reports.report import regressions_of
-from ragcanary.suites.suite import Suite
 
 PAGE_ROWS = 200  # cases per page: 1,000 rows would be a 400 kB page
 QUERY_CHARS = 160  # a query is shown up to this long in the table (the case page has it whole)
