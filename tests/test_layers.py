@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -47,16 +48,46 @@ def test_the_package_keeps_every_contract() -> None:
         ("config/units.py", "import ragcanary.suites.suite", "Wings import only"),
         ("serve/api.py", "import ragcanary.serve.daemon", "narrow protocol"),
         ("measure/evaluation.py", "import ragcanary.config.model", "plain settings"),
+        # measure/ is the ground floor: the case model lives in it, not beside the loader.
+        ("measure/cases.py", "import ragcanary.suites.suite", "Wings import only"),
+        ("measure/cases.py", "import yaml", "The pure core does no I/O"),
+        ("measure/results.py", "import pydantic", "The pure core does no I/O"),
+        ("measure/stale.py", "import ragcanary.redact", "imports only errors"),
+        # probe/ and store/ share a floor and never import each other.
+        ("store/keeper.py", "import ragcanary.probe.runner", "Wings import only"),
+        ("probe/runner.py", "import ragcanary.store.keeper", "Wings import only"),
     ],
 )
 def test_an_import_against_the_layers_fails_the_build(
     copy: Path, module: str, line: str, broken: str
 ) -> None:
-    path = copy / "ragcanary" / module
-    text = path.read_text(encoding="utf-8")
-    head, _, rest = text.partition("from __future__ import annotations\n")
-    path.write_text(f"{head}from __future__ import annotations\n\n{line}\n{rest}", encoding="utf-8")
+    _insert(copy, module, line)
     done = _lint(copy)
     assert done.returncode != 0, done.stdout
     assert f"{broken}" in done.stdout
     assert "BROKEN" in done.stdout
+
+
+def test_measure_reaches_no_io_library_through_another_module_either(copy: Path) -> None:
+    _insert(copy, "errors.py", "import socket")  # errors is the one module measure may import
+    _insert(copy, "measure/metrics.py", "import ragcanary.errors")
+    done = _lint(copy)
+    assert done.returncode != 0, done.stdout
+    assert "The pure core does no I/O BROKEN" in done.stdout
+    assert "ragcanary.errors -> socket" in done.stdout
+
+
+def test_no_contract_lets_an_import_through_another_module_pass() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    assert contracts
+    assert [c["name"] for c in contracts if c.get("allow_indirect_imports")] == []
+
+
+def _insert(copy: Path, module: str, line: str) -> None:
+    """Put ``line`` among the imports of ``module`` in the copy of the package."""
+    path = copy / "ragcanary" / module
+    text = path.read_text(encoding="utf-8")
+    head, _, rest = text.partition("from __future__ import annotations\n")
+    assert rest, f"{module} has no 'from __future__ import annotations' to insert after"
+    path.write_text(f"{head}from __future__ import annotations\n\n{line}\n{rest}", encoding="utf-8")
