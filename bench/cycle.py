@@ -441,7 +441,7 @@ def meaning(result: dict[str, Any]) -> str:
         " checks every pooled connection whenever a request starts or a response closes"
         " (encode/httpcore#1035); aiohttp's connections cost about a third of that, which is"
         " why the production client is httpx over aiohttp (`ragcanary.probe.transport`): the"
-        " same API, and every outcome the contract defines tested with it over real sockets"
+        " same API, and every query outcome tested with it over real sockets"
         " (`tests/probe/test_transport.py`). Measuring against uvicorn needs care: a server"
         " socket made without `IPPROTO_TCP` (uvicorn's own `--fd` and `--workers` binding)"
         " keeps Nagle's algorithm on, and every answer then waits 40 ms for the client's"

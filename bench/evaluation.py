@@ -29,7 +29,7 @@ POOL = 40  # candidate documents per case: rankings overlap the judged ids often
 CHANGED = 0.25  # share of cases whose ranking differs from the baseline's
 FULL = {100: 7, 1000: 5, 5000: 2}  # cases -> timed repeats
 QUICK = {100: 3, 1000: 1}
-INTERVAL_S = 300.0  # the contract's example schedule, every 5 minutes
+INTERVAL_S = 300.0  # the default schedule (docs/config.md), every 5 minutes
 
 
 def build_runs(cases: int, seed: int = 0) -> tuple[RunResult, RunResult]:

@@ -211,7 +211,7 @@ class RetrieverProcess:
         self._process: subprocess.Popen[str] | None = None
 
     def target_config(self, **overrides: Any) -> TargetConfig:
-        """The contract's example target shape pointed at this server; keywords override."""
+        """The README's example target shape pointed at this server; keywords override."""
         fields: dict[str, Any] = {
             "url": self.url,
             "body": {"q": "{query}", "k": "{k}"},

@@ -1,4 +1,4 @@
-"""The alert rules file and the alert names DESIGN.md ("Deployment and alerting") promises."""
+"""The alert rules file and the alert names it must hold (docs/alerts.md describes each)."""
 
 from __future__ import annotations
 

@@ -354,7 +354,7 @@ def running(daemon: DaemonProcess) -> Iterator[DaemonProcess]:
 
 
 class _PlainDumper(yaml.SafeDumper):
-    """``yaml.safe_dump`` without anchors: ragcanary refuses YAML aliases (DESIGN.md limits)."""
+    """``yaml.safe_dump`` without anchors: ragcanary refuses YAML aliases (docs/config.md)."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True

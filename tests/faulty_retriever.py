@@ -2,7 +2,7 @@
 
 ``POST /search`` with ``{"q": query, "k": int}`` answers ``{"hits": [{"id": .., "score": ..}]}``
 from its corpus when the request draws the ``ok`` mode. The other modes are the failures the
-daemon must survive (DESIGN.md "Reliability and security rules"):
+daemon must survive, each a query outcome of docs/report.md:
 
 =============  ==========================================================  =================
 mode           what the client gets                                        expected outcome

@@ -102,7 +102,7 @@ class ServerThread:
 
 @dataclass
 class FakeRetriever:
-    """A retriever whose API deliberately differs from the contract's example.
+    """A retriever whose API deliberately differs from the README's example target.
 
     ``POST /v2/query`` with ``{"text": ..., "top_k": int}`` and header ``X-Api-Key``
     answers ``{"data": {"matches": [{"chunk": {"meta": {"parent_id": id}}, "relevance": s}]}}``.

@@ -1,6 +1,6 @@
 """`ragcanary run`, `validate` and `compare` end to end, against a real retriever on 127.0.0.1.
 
-The retriever's API is not the contract's example: hits live under ``data.matches``, ids
+The retriever's API is not the README's example: hits live under ``data.matches``, ids
 are nested in ``chunk.meta.parent_id`` and an API key comes from the environment.
 """
 

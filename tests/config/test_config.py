@@ -56,7 +56,7 @@ def problems_of(path: Path, environ: dict[str, str] | None = None) -> list[Probl
 
 
 def test_contract_config_loads_with_its_suite(tmp_path: Path) -> None:
-    """The DESIGN example validates, expands ${VAR} and loads its suite beside the config."""
+    """A README-like config validates, expands ${VAR} and loads its suite beside the config."""
     path = write(tmp_path)
     loaded = load_config(path, ENV)
     target = loaded.config.targets["docs-search"]
@@ -422,7 +422,7 @@ def test_floors_are_keyed_like_report_metrics(
 
 
 def test_an_interval_of_one_second_is_the_shortest_allowed(tmp_path: Path) -> None:
-    """``every: 1s`` loads; DESIGN.md's limit is at least 1 s, so 1s itself is fine."""
+    """``every: 1s`` loads; docs/config.md's limit is at least 1 s, so 1s itself is fine."""
     loaded = load_config(write(tmp_path, VALID.replace("every: 5m", "every: 1s")), ENV)
     assert loaded.config.suites["core"].every == 1.0
 

@@ -214,7 +214,7 @@ def test_yaml_ish_text_loads_or_fails_located(workdir: Path, text: str) -> None:
 @FUZZ
 @given(config=mutated_configs(), as_json=st.booleans())
 def test_mutated_config_loads_or_fails_located(workdir: Path, config: Any, as_json: bool) -> None:
-    """The contract's config with values of wrong types, edge values or missing fields."""
+    """The BASE config with values of wrong types, edge values or missing fields."""
     if as_json:
         text = json.dumps(config, indent=1, default=str)
     else:

@@ -44,7 +44,7 @@ class Sleeps:
 
 
 def mock_target(handler, sleep=None, clock=time.perf_counter, redact=None, **fields):
-    """An HttpTarget over httpx.MockTransport with the contract's example API shape."""
+    """An HttpTarget over httpx.MockTransport with the README's example API shape."""
     config = TargetConfig(
         **{"url": URL, "body": {"q": "{query}", "limit": "{k}"}, "retries": 0, **fields}
     )

@@ -1,7 +1,7 @@
 """The production client (httpx over aiohttp) against real sockets: same outcomes as httpx's own.
 
 Each failure is served by hand on 127.0.0.1 and asked through both clients: httpx's own
-transport, whose behaviour the contract was written against, and ``make_client``'s. Both must
+transport, whose behaviour the query outcomes were written against, and ``make_client``'s. Both must
 raise the same httpx exception and give the same query outcome. Then what only the
 production client is asked to do: honour the proxies of the environment, leave compressed
 bodies to ``read_capped``, stop reading a 100 MB answer at the cap, and say who it is.

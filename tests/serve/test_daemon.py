@@ -39,7 +39,7 @@ RUNS_S = 30.0  # deadline for a couple of runs on a 1-second schedule, with room
 CORE = {"suite": "core", "target": "vendor"}
 OVERRIDES = [f"RAGCANARY_{name}" for name in ("STORAGE", "LISTEN", "ADMIN_TOKEN", "CONFIG")]
 
-# DESIGN.md "Contract: Prometheus metrics": name -> (type, label names).
+# Metrics of docs/metrics.md: name -> (type, label names).
 PAIR = frozenset({"suite", "target"})
 CONTRACT_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "ragcanary_hit_rate": ("gauge", PAIR | {"k"}),

@@ -24,7 +24,7 @@ from ragcanary.reports.report import to_report
 from ragcanary.serve.exporter import Exporter, SuitePairs, per_case_admission
 from ragcanary.serve.families import QUERY_BUCKETS, RUN_BUCKETS
 
-# The metric names of DESIGN.md's "Contract: Prometheus metrics" table.
+# Metric names of docs/metrics.md.
 CONTRACT_METRICS = (
     "ragcanary_hit_rate",
     "ragcanary_mrr",

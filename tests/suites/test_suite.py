@@ -40,7 +40,7 @@ def write(tmp_path: Path, text: str, name: str = "suite.yaml") -> Path:
 
 
 def test_contract_example_loads_every_kind_of_case(tmp_path: Path) -> None:
-    """The DESIGN example loads: labelled, negative and label-free cases, grades and ints as ids."""
+    """Every kind of case docs/suites.md describes loads: labelled, negative, label-free, grades."""
     path = write(tmp_path, CONTRACT_EXAMPLE)
     suite = load_suite(path)
     assert suite.source == path
@@ -186,7 +186,7 @@ def test_a_duplicate_key_in_a_bare_list_of_cases_is_under_cases(tmp_path: Path) 
 
 
 def test_a_query_over_10000_characters_is_located(tmp_path: Path) -> None:
-    """DESIGN.md's limit on queries: 10,000 characters pass, one more is a located problem."""
+    """docs/suites.md's limit on queries: 10,000 characters pass, one more is a located problem."""
     ok = load_suite(write(tmp_path, json.dumps({"cases": [{"id": "a", "query": "q" * 10_000}]})))
     assert len(ok.cases[0].query) == 10_000
     text = "cases:\n  - id: a\n    query: " + "q" * 10_001 + "\n"
@@ -319,7 +319,7 @@ def test_dumped_cases_load_back_equal(tmp_path: Path, name: str, written: list[C
 
 
 def test_dump_writes_the_shortest_form(tmp_path: Path) -> None:
-    """All-1 grades become a list, defaults are left out, the YAML reads like the contract."""
+    """All-1 grades become a list, defaults are left out, the YAML reads like docs/suites.md."""
     written = [
         Case("a", "q", {"x": 1, "y": 1}, ("t",)),
         Case("n", "r", {}, max_score=0.6),

@@ -52,7 +52,7 @@ def _duration(value: Any) -> float:
     return seconds
 
 
-MIN_INTERVAL_S = 1.0  # DESIGN.md "Limits on what comes in": intervals are at least 1 s
+MIN_INTERVAL_S = 1.0  # intervals are at least 1 s (docs/config.md, suites.NAME.every)
 
 
 def _interval(value: Any) -> float:

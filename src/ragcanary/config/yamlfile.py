@@ -18,7 +18,7 @@ NodePath = tuple[str | int, ...]
 LineMap = dict[NodePath, int]
 Lines = Mapping[NodePath, int]  # a LineMap, or lines found only when first asked for
 
-# DESIGN.md "Limits on what comes in": config and suite files are at most 10 MB each.
+# Config and suite files are at most 10 MB each (docs/config.md, docs/suites.md).
 MAX_FILE_BYTES = 10_000_000
 ALIAS_FIX = "write the value out; aliases are not allowed"
 _ALIASES_SHOWN = 10  # a file full of aliases is reported by its first few, not line by line

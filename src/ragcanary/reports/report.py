@@ -1,4 +1,4 @@
-"""The report JSON of a run (DESIGN.md contract): rendering it and reading one back."""
+"""The report JSON of a run (docs/report.md): rendering it and reading one back."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def reason_lines(report: Mapping[str, Any]) -> list[str]:
 
 
 def to_report(evaluation: Evaluation) -> dict[str, Any]:
-    """The report dict of one evaluated run, exactly the contract's keys plus a few additions."""
+    """The report dict of one evaluated run (docs/report.md); the daemon adds keys of its own."""
     run, scores, verdict, drift, vectors = (
         evaluation.run,
         evaluation.scores,
@@ -262,7 +262,7 @@ def _case_entry(result: CaseResult, evaluation: Evaluation) -> dict[str, Any]:
 
 
 def dump_text(reports: Sequence[Mapping[str, Any]]) -> str:
-    """One report as the contract's object, several as a JSON array of them."""
+    """One report as its JSON object (docs/report.md), several as a JSON array of them."""
     data: Any = reports[0] if len(reports) == 1 else list(reports)
     return dumps_indented(data) + "\n"
 

@@ -1,4 +1,4 @@
-"""The daemon's Prometheus metrics (DESIGN.md contract), kept in one explicit registry."""
+"""The daemon's Prometheus metrics (docs/metrics.md), kept in one explicit registry."""
 
 from __future__ import annotations
 

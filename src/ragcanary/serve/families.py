@@ -1,4 +1,4 @@
-"""The daemon's metric families (DESIGN.md's table): each pair's templates, and the process's."""
+"""The daemon's metric families (docs/metrics.md): each pair's templates, and the process's."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ STORAGE_OPERATIONS = ("read", "write", "check", "spool")
 # serve/intake.py's signals and the reasons it refuses or drops a report for.
 CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 # The causes of ragcanary_diagnosis a run names today: why it was unavailable. An answered run
-# sets both to 0 (DESIGN.md's other causes explain regressions, which are not named yet).
+# sets both to 0 (causes that explain a regression are not named yet).
 CAUSES = ("outage", "config")
 CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap", "unstorable")
 M = TypeVar("M", bound=MetricWrapperBase)

@@ -32,7 +32,7 @@ from ragcanary.measure.cases import Case, Suite
 SUITE_FORMATS = (".yaml", ".yml", ".json", ".jsonl")
 _FIELDS = ["id", "query", "relevant", "tags", "weight", "min_score", "max_score"]
 _REMOVE_UNKNOWN = f"remove it (known: {', '.join(_FIELDS)})"
-MAX_QUERY_CHARS = 10_000  # DESIGN.md "Limits on what comes in"
+MAX_QUERY_CHARS = 10_000  # docs/suites.md, "Limits and checks"
 _GRADE_FIX = "write a whole-number grade: 0 judged not relevant, 1 relevant, 2 or more more so"
 
 
