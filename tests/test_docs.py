@@ -24,7 +24,6 @@ from alert_contract import ALERTS
 from prometheus_client import generate_latest
 
 from ragcanary.cli.app import app as cli_app
-from ragcanary.probe.cycle import judge_run
 from ragcanary.probe.embedding import Embedder
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import run_suite
@@ -32,6 +31,7 @@ from ragcanary.redact import Redactor
 from ragcanary.reports.report import dump_text, load_reports, run_from_report, to_report
 from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Claim, Daemon, JobKey, suite_pairs
+from ragcanary.suites.judge import judge_run
 from ragcanary.suites.loaded import LoadedConfig, load_config
 from ragcanary.suites.suite import load_suite
 
