@@ -33,7 +33,7 @@ from ragcanary.probe.presets.pgvector_errors import (
     parsed,
     passwords,
 )
-from ragcanary.probe.retries import TRANSIENT, QueryFailed, backoff_delay
+from ragcanary.probe.retries import QueryFailed, Retrying, RetrySettings
 from ragcanary.probe.target import MAX_ID_LENGTH
 from ragcanary.probe.templates import shorten_vectors
 from ragcanary.redact import Redactor
@@ -69,9 +69,10 @@ class PgvectorTarget:
         self._id_column, self._vector_column = config.id_column, config.vector_column
         self.name = name
         self._config = config
-        self._sleep = sleep
-        self._clock = clock
-        self._jitter = jitter
+        # As an HTTP target's: `retries` more after a timeout or a connection error.
+        self._retrying = Retrying(
+            RetrySettings(config.retries), sleep=sleep, jitter=jitter, clock=clock
+        )
         url = parsed(config.dsn)
         self._redact = (redact or Redactor(())).including(passwords(url))
         self._server = url.render_as_string(hide_password=True) if url else "the dsn"
@@ -103,23 +104,13 @@ class PgvectorTarget:
         if vector is None:
             reason = "the pgvector preset queries by vector: set embedding:"
             return Answer((), (), 0.0, "bad_response", reason)
-        attempts = self._config.retries + 1
-        attempt = 0
-        while True:
-            started = self._clock()
-            try:
-                ids, scores = await self._attempt([float(x) for x in vector], k)
-            except QueryFailed as failure:
-                latency = self._clock() - started
-                attempt += 1
-                if failure.outcome not in TRANSIENT or attempt >= attempts:
-                    reason = failure.reason
-                    if attempt > 1:
-                        reason = f"{reason} (after {attempt} attempts)"
-                    return Answer((), (), latency, failure.outcome, self._redact(reason))
-                await self._sleep(backoff_delay(attempt - 1, self._jitter()))
-                continue
-            return Answer(ids, scores, self._clock() - started, "ok" if ids else "empty")
+        numbers = [float(x) for x in vector]
+        try:
+            (ids, scores), latency = await self._retrying.timed(lambda: self._attempt(numbers, k))
+        except QueryFailed as failure:
+            reason = self._redact(failure.counted)
+            return Answer((), (), failure.latency_s, failure.outcome, reason)
+        return Answer(ids, scores, latency, "ok" if ids else "empty")
 
     def describe_last_request(self) -> str:
         """The SQL of the last query with its parameters, a vector cut short, secrets masked."""
@@ -148,15 +139,8 @@ class PgvectorTarget:
         held: set[str] = set()
         try:
             for start in range(0, len(wanted), BATCH):
-                batch = wanted[start : start + BATCH]
-                for attempt in range(self._config.retries + 1):
-                    try:
-                        rows = await self._call(functools.partial(self._held, ids=batch))
-                        break
-                    except QueryFailed as failure:
-                        if failure.outcome not in TRANSIENT or attempt == self._config.retries:
-                            raise
-                        await self._sleep(backoff_delay(attempt, self._jitter()))
+                ask = functools.partial(self._held, ids=wanted[start : start + BATCH])
+                rows = await self._retrying.call(functools.partial(self._call, ask))
                 held |= {str(raw_id) for (raw_id,) in rows}
         except Exception:  # a lookup that failed, or a bug in one, says nothing of the labels
             return None
