@@ -8,7 +8,6 @@ batches (``Intake.flush``). What cannot be taken is refused with its reason and 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import time
@@ -25,6 +24,7 @@ from ragcanary.serve.families import CANDIDATE_SIGNALS
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.errors import StorageError
 from ragcanary.suites.loaded import LoadedConfig
+from ragcanary.threads import run_in
 
 log = structlog.get_logger("ragcanary")
 
@@ -233,7 +233,7 @@ class Intake:
             return None
         batch, self._queue = self._queue, []
         try:
-            added = await asyncio.to_thread(self.store.add, batch, self.settings.max_pending)
+            added = await run_in(None, self.store.add, batch, self.settings.max_pending)
         except StorageError as exc:
             waiting = batch + self._queue
             self._queue = waiting[-MAX_QUEUED:]  # past the bound, the oldest go

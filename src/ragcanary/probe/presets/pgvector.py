@@ -37,6 +37,7 @@ from ragcanary.probe.retries import QueryFailed, Retrying, RetrySettings
 from ragcanary.probe.target import MAX_ID_LENGTH
 from ragcanary.probe.templates import shorten_vectors
 from ragcanary.redact import Redactor
+from ragcanary.threads import run_in
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]
 
@@ -130,7 +131,7 @@ class PgvectorTarget:
         """
         await asyncio.gather(*self._running, return_exceptions=True)
         if self._owns_engine and self._engine is not None:
-            await asyncio.to_thread(self._engine.dispose)
+            await run_in(None, self._engine.dispose)
 
     async def missing(self, ids: Sequence[str]) -> set[str] | None:
         """The ids of ``ids`` that no row the search can return holds (a row without a
@@ -160,7 +161,7 @@ class PgvectorTarget:
         try:
             # The deadline covers waiting for a pooled connection, connecting and the query;
             # statement_timeout stops the query in the server too.
-            work = asyncio.ensure_future(asyncio.to_thread(self._connected, self._engine, ask))
+            work = asyncio.ensure_future(run_in(None, self._connected, self._engine, ask))
             self._running.add(work)
             work.add_done_callback(self._running.discard)
             async with asyncio.timeout(timeout):
