@@ -226,14 +226,14 @@ class HttpTarget:
         """
         try:
             (ids, scores), latency = await self._retrying.timed(
-                lambda: self._attempt(query, k, vector)
+                lambda: self._search_once(query, k, vector)
             )
         except QueryFailed as failure:
             reason = self._redact(failure.counted)
             return Answer((), (), failure.latency_s, failure.outcome, reason, failure.miss)
         return Answer(ids, scores, latency, "ok" if ids else "empty")
 
-    async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
+    async def _search_once(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         """One request and its parsed answer; raises ``QueryFailed`` for every kind of failure."""
         return self._parse(await self._exchange(self._request(query, k, vector)), k)
 

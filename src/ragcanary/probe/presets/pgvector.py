@@ -107,7 +107,9 @@ class PgvectorTarget:
             return Answer((), (), 0.0, "bad_response", reason)
         numbers = [float(x) for x in vector]
         try:
-            (ids, scores), latency = await self._retrying.timed(lambda: self._attempt(numbers, k))
+            (ids, scores), latency = await self._retrying.timed(
+                lambda: self._search_once(numbers, k)
+            )
         except QueryFailed as failure:
             reason = self._redact(failure.counted)
             return Answer((), (), failure.latency_s, failure.outcome, reason)
@@ -147,7 +149,7 @@ class PgvectorTarget:
             return None
         return set(wanted) - held
 
-    async def _attempt(self, vector: list[float], k: int) -> _Ranked:
+    async def _search_once(self, vector: list[float], k: int) -> _Ranked:
         """One query; raises ``QueryFailed`` for every kind of failure."""
         self._sent = (vector, k)
         return self._ranked(await self._call(lambda conn: self._ask(conn, vector, k)))
