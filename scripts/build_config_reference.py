@@ -119,7 +119,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "EmbeddingConfig.batch": ("Canary queries per request.", "32"),
     "EmbeddingConfig.timeout": ("Deadline of one request, all of it.", "10s"),
     "EmbeddingConfig.retries": (
-        "Extra attempts after a timeout, connection error, 408, 429 or 5xx.",
+        "Extra attempts after a timeout, connection error, 408, 429 or 5xx (Retry-After honoured).",
         "2",
     ),
     "EmbeddingConfig.max_response_bytes": ("Answers larger than this fail the batch.", "100000000"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ from ragcanary.config.model import EmbeddingConfig
 from ragcanary.probe.embedding import Embedder
 
 URL = "http://embedder.test/v1/embeddings"
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 pytestmark = pytest.mark.anyio
 
@@ -35,10 +37,37 @@ def _answer(body: dict[str, Any], size: int = 3) -> dict[str, Any]:
     return {"data": list(reversed(data))}
 
 
-def _embedder(handler: Any, **config: Any) -> tuple[Embedder, httpx.AsyncClient]:
+def _embedder(
+    handler: Any, sleep: Any = _no_sleep, **config: Any
+) -> tuple[Embedder, httpx.AsyncClient]:
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     settings = EmbeddingConfig(**({"url": URL, "model": "toy", "retries": 0} | config))
-    return Embedder("minilm", settings, client, sleep=_no_sleep, jitter=lambda: 0.5), client
+    embedder = Embedder(
+        "minilm", settings, client, sleep=sleep, jitter=lambda: 0.5, wall_clock=lambda: NOW
+    )
+    return embedder, client
+
+
+class Sleeps:
+    """An injected sleep that records every delay and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+def _failing_then_answering(*failures: httpx.Response) -> Any:
+    """A handler that answers with ``failures`` in turn, then with the vectors asked for."""
+    left = list(failures)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if left:
+            return left.pop(0)
+        return httpx.Response(200, json=_answer(json.loads(request.content)))
+
+    return handler
 
 
 async def test_texts_go_in_batches_and_come_back_in_input_order() -> None:
@@ -88,6 +117,84 @@ async def test_a_transient_failure_is_retried_then_succeeds() -> None:
     async with client:
         (out,) = await embedder.embed(["q"])
     assert out.vector == tuple(_vector("q"))
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected_sleep"),
+    [
+        pytest.param(httpx.Response(429, headers={"Retry-After": "7"}), 7.0, id="429-seconds"),
+        pytest.param(
+            httpx.Response(
+                503,
+                headers={
+                    "Retry-After": (NOW + timedelta(seconds=12)).strftime(
+                        "%a, %d %b %Y %H:%M:%S GMT"
+                    )
+                },
+            ),
+            12.0,
+            id="503-date",
+        ),
+        pytest.param(httpx.Response(429, headers={"Retry-After": "3600"}), 30.0, id="capped"),
+        pytest.param(httpx.Response(429, headers={"Retry-After": "soon"}), 0.5, id="unreadable"),
+        pytest.param(httpx.Response(500, headers={"Retry-After": "7"}), 0.5, id="not-429-503"),
+    ],
+)
+async def test_retry_after_is_honoured_and_capped_like_a_target_s(
+    failure: httpx.Response, expected_sleep: float
+) -> None:
+    """A 429 or 503 says when to ask again (seconds or a date), capped at 30 s; without a
+    readable one the embedder's own backoff applies (0.5 s first)."""
+    sleeps = Sleeps()
+    embedder, client = _embedder(_failing_then_answering(failure), sleep=sleeps, retries=1)
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.vector == tuple(_vector("q"))
+    assert sleeps.delays == [pytest.approx(expected_sleep)]
+
+
+@pytest.mark.parametrize(
+    ("status", "retried"),
+    [(status, True) for status in (408, 429, 500, 501, 504, 599)]
+    + [(status, False) for status in (400, 401, 404, 422, 204, 302)],
+)
+async def test_a_timeout_408_429_or_any_5xx_is_retried_and_unreachable_and_nothing_else(
+    status: int, retried: bool
+) -> None:
+    """The documented set (docs/config.md, embeddings ``retries``); what is retried and still
+    fails says the endpoint is unreachable, not misconfigured."""
+    sleeps = Sleeps()
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(status, json={})
+
+    embedder, client = _embedder(handler, sleep=sleeps, retries=2)
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.error is not None
+    assert out.error.startswith(f"embedding minilm: HTTP {status}")
+    assert out.unreachable is retried
+    if retried:
+        assert (len(seen), sleeps.delays) == (3, [pytest.approx(0.5), pytest.approx(1.0)])
+        assert out.error.endswith("(after 3 attempts)")
+    else:
+        assert (len(seen), sleeps.delays) == (1, [])
+
+
+async def test_a_batch_s_latency_is_its_last_attempt_s() -> None:
+    """As a target's answer: earlier attempts and the wait between them do not count."""
+    ticks = iter([0.0, 1.0, 50.0, 50.25])
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(_failing_then_answering(httpx.Response(502)))
+    )
+    settings = EmbeddingConfig(url=URL, model="toy", retries=1)
+    embedder = Embedder("minilm", settings, client, sleep=_no_sleep, clock=lambda: next(ticks))
+    async with client:
+        (out,) = await embedder.embed(["q"])
+    assert out.vector is not None
+    assert out.latency_s == pytest.approx(0.25)
 
 
 @pytest.mark.parametrize(

@@ -9,20 +9,27 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.model import EmbeddingConfig
+from ragcanary.measure.results import Outcome
 from ragcanary.probe.responses import TooDeep, TooLarge, decode_json, read_capped
-from ragcanary.probe.retries import QueryFailed, backoff_delay
+from ragcanary.probe.retries import (
+    QueryFailed,
+    Retrying,
+    RetrySettings,
+    retry_after,
+    status_outcome,
+)
 from ragcanary.probe.target import http_client
 from ragcanary.probe.transport import close
 from ragcanary.redact import Redactor
 
-# Statuses worth asking again: overload and the server's own trouble, as for targets.
-_RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# An endpoint that computes vectors is slower to recover than a search: a longer first wait.
 BACKOFF_BASE_S = 0.5
 
 
@@ -34,13 +41,6 @@ class Embedded:
     latency_s: float
     error: str | None = None
     unreachable: bool = False  # the endpoint was down, slow or overloaded, not misconfigured
-
-
-class _Failed(Exception):
-    def __init__(self, reason: str, retry: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry = retry
 
 
 def make_embedding_client(config: EmbeddingConfig) -> httpx.AsyncClient:
@@ -73,13 +73,17 @@ class Embedder:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.perf_counter,
         jitter: Callable[[], float] = random.random,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """``wall_clock`` is only used to read Retry-After dates."""
         self.name = name
         self._config = config
         self._client = client
-        self._sleep = sleep
-        self._clock = clock
-        self._jitter = jitter
+        self._wall_clock = wall_clock
+        # `retries` more after a timeout, connection error, 408, 429 or 5xx.
+        self._retrying = Retrying(
+            RetrySettings(config.retries, BACKOFF_BASE_S), sleep=sleep, jitter=jitter, clock=clock
+        )
         # user:password@ in the URL goes as Authorization: Basic, off the URL (aiohttp
         # refuses both at once), and is a secret like the headers' values.
         self._url, self._headers = as_basic_auth(config.url, config.headers)
@@ -95,22 +99,12 @@ class Embedder:
         return out
 
     async def _batch(self, texts: Sequence[str]) -> list[Embedded]:
-        attempts = self._config.retries + 1
-        for attempt in range(1, attempts + 1):
-            started = self._clock()
-            try:
-                vectors = await self._request(texts)
-            except _Failed as failure:
-                latency = self._clock() - started
-                if failure.retry and attempt < attempts:
-                    await self._sleep(backoff_delay(attempt - 1, self._jitter(), BACKOFF_BASE_S))
-                    continue
-                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                reason = self._redact(f"embedding {self.name}: {failure.reason}{tries}")
-                return [Embedded(None, latency, reason, failure.retry) for _ in texts]
-            latency = self._clock() - started
-            return [Embedded(v, latency) for v in vectors]
-        raise AssertionError("unreachable: the last attempt returns")
+        try:
+            vectors, latency = await self._retrying.timed(lambda: self._request(texts))
+        except QueryFailed as failure:
+            reason = self._redact(f"embedding {self.name}: {failure.counted}")
+            return [Embedded(None, failure.latency_s, reason, failure.transient) for _ in texts]
+        return [Embedded(v, latency) for v in vectors]
 
     async def _request(self, texts: Sequence[str]) -> list[tuple[float, ...]]:
         config = self._config
@@ -125,22 +119,30 @@ class Embedder:
                 response = await self._client.send(request, stream=True)
                 try:
                     if response.status_code != 200:
-                        raise _Failed(
-                            f"HTTP {response.status_code}{_hint(response.status_code)}",
-                            response.status_code in _RETRIED_STATUS,
-                        )
+                        raise self._refused(response)
                     raw = await _read_capped(response, config.max_response_bytes)
                 finally:
                     await close(response)
-        except _Failed:
+        except QueryFailed:
             raise
         except (TimeoutError, httpx.TimeoutException) as exc:
-            raise _Failed(f"no answer within {config.timeout:g}s", True) from exc
+            raise QueryFailed("timeout", f"no answer within {config.timeout:g}s") from exc
         except httpx.TransportError as exc:
-            raise _Failed(f"connection failed: {type(exc).__name__}", True) from exc
+            reason = f"connection failed: {type(exc).__name__}"
+            raise QueryFailed("connect_error", reason) from exc
         except httpx.HTTPError as exc:
-            raise _Failed(f"unreadable response: {type(exc).__name__}", False) from exc
+            reason = f"unreadable response: {type(exc).__name__}"
+            raise QueryFailed("bad_response", reason) from exc
         return _vectors(raw, len(texts), config.dimensions)
+
+    def _refused(self, response: httpx.Response) -> QueryFailed:
+        """The failure of an answer other than 200, with the wait a 429 or 503 asks for.
+
+        A 408 (the endpoint gave up waiting for the request) counts as a timeout: retried."""
+        code = response.status_code
+        outcome: Outcome = "timeout" if code == 408 else status_outcome(code)
+        wait = retry_after(code, response.headers.get("retry-after"), self._wall_clock())
+        return QueryFailed(outcome, f"HTTP {code}{_hint(code)}", wait)
 
 
 def _hint(status: int) -> str:
@@ -156,9 +158,8 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes:
     try:
         return await read_capped(response, limit)
     except TooLarge:
-        raise _Failed(f"answer larger than max_response_bytes ({limit})", False) from None
-    except QueryFailed as failure:  # an unreadable Content-Encoding
-        raise _Failed(failure.reason, False) from None
+        reason = f"answer larger than max_response_bytes ({limit})"
+        raise QueryFailed("bad_response", reason) from None
 
 
 def _vectors(raw: bytes, count: int, dimensions: int | None) -> list[tuple[float, ...]]:
@@ -166,34 +167,42 @@ def _vectors(raw: bytes, count: int, dimensions: int | None) -> list[tuple[float
     try:
         answer = decode_json(raw)
     except TooDeep as exc:
-        raise _Failed(f"the answer is {exc}", False) from exc
+        raise QueryFailed("bad_response", f"the answer is {exc}") from exc
     except ValueError as exc:
-        raise _Failed("the answer is not JSON", False) from exc
+        raise QueryFailed("bad_response", "the answer is not JSON") from exc
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list) or len(data) != count:
         got = len(data) if isinstance(data, list) else "no"
-        raise _Failed(f"expected {count} embeddings under data, got {got}", False)
+        raise QueryFailed("bad_response", f"expected {count} embeddings under data, got {got}")
     ordered: list[tuple[float, ...] | None] = [None] * count
     for position, item in enumerate(data):
         index = item.get("index", position) if isinstance(item, dict) else None
         vector = item.get("embedding") if isinstance(item, dict) else None
         if not isinstance(index, int) or not 0 <= index < count or ordered[index] is not None:
-            raise _Failed(f"data[{position}].index is missing, repeated or out of range", False)
+            raise QueryFailed(
+                "bad_response", f"data[{position}].index is missing, repeated or out of range"
+            )
         if not isinstance(vector, list) or not vector:
-            raise _Failed(f"data[{position}].embedding is not a list of numbers", False)
+            raise QueryFailed(
+                "bad_response", f"data[{position}].embedding is not a list of numbers"
+            )
         if not all(
             isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
             for x in vector
         ):
-            raise _Failed(f"data[{position}].embedding holds a value that is not a number", False)
+            raise QueryFailed(
+                "bad_response", f"data[{position}].embedding holds a value that is not a number"
+            )
         ordered[index] = tuple(float(x) for x in vector)
     vectors = [v for v in ordered if v is not None]
     sizes = {len(v) for v in vectors}
     if len(sizes) > 1:
-        raise _Failed(f"embeddings of different dimensions in one answer: {sorted(sizes)}", False)
+        raise QueryFailed(
+            "bad_response", f"embeddings of different dimensions in one answer: {sorted(sizes)}"
+        )
     if dimensions is not None and sizes != {dimensions}:
-        raise _Failed(
+        raise QueryFailed(
+            "bad_response",
             f"embeddings have {sizes.pop()} dimensions, the config says dimensions: {dimensions}",
-            False,
         )
     return vectors

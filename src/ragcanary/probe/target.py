@@ -37,11 +37,11 @@ from ragcanary.probe.responses import (
     show,
 )
 from ragcanary.probe.retries import (
-    MAX_RETRY_DELAY_S,
-    TRANSIENT,
     QueryFailed,
-    backoff_delay,
-    retry_after_seconds,
+    Retrying,
+    RetrySettings,
+    retry_after,
+    status_outcome,
 )
 from ragcanary.probe.templates import compile_path, describe_request, fill_template, target_problems
 from ragcanary.probe.transport import Client, JsonPosts, close
@@ -140,8 +140,11 @@ class HttpTarget:
         self._client = client
         self._sleep = sleep
         self._clock = clock
-        self._jitter = jitter
         self._wall_clock = wall_clock
+        # Queries and look-ups alike: `retries` more after a timeout, connect error, 5xx or 429.
+        self._retrying = Retrying(
+            RetrySettings(config.retries), sleep=sleep, jitter=jitter, clock=clock
+        )
         self._results = compile_path(config.results)
         self._id = compile_path(config.id)
         self._score = compile_path(config.score) if config.score is not None else None
@@ -196,18 +199,13 @@ class HttpTarget:
         Lookups go one at a time, never faster than ``rate_limit``; a status in ``accept`` is
         an answer (a 404 that says what is not there).
         """
-        attempt = 0
-        while True:
+
+        async def once() -> tuple[int, bytes]:
             if self._config.rate_limit:
                 await self._sleep(1.0 / self._config.rate_limit)
-            try:
-                status, body = await self._respond(request, accept)
-                break
-            except QueryFailed as failure:
-                attempt += 1
-                if failure.outcome not in TRANSIENT or attempt > self._config.retries:
-                    raise
-                await self._sleep(self._retry_delay(attempt - 1, failure))
+            return await self._respond(request, accept)
+
+        status, body = await self._retrying.call(once)
         try:
             return status, decode_json(body)
         except ValueError as exc:
@@ -226,34 +224,16 @@ class HttpTarget:
 
         ``vector`` is the query's embedding, sent where the body or params say ``{vector}``.
         """
-        attempts = self._config.retries + 1
-        attempt = 0
-        while True:
-            started = self._clock()
-            try:
-                ids, scores = await self._attempt(query, k, vector)
-            except QueryFailed as failure:
-                latency = self._clock() - started
-                attempt += 1
-                if failure.outcome not in TRANSIENT or attempt >= attempts:
-                    reason = (
-                        failure.reason
-                        if attempt == 1
-                        else f"{failure.reason} (after {attempt} attempts)"
-                    )
-                    reason = self._redact(reason)
-                    return Answer((), (), latency, failure.outcome, reason, failure.miss)
-                await self._sleep(self._retry_delay(attempt - 1, failure))
-                continue
-            latency = self._clock() - started
-            return Answer(ids, scores, latency, "ok" if ids else "empty")
+        try:
+            (ids, scores), latency = await self._retrying.timed(
+                lambda: self._search_once(query, k, vector)
+            )
+        except QueryFailed as failure:
+            reason = self._redact(failure.counted)
+            return Answer((), (), failure.latency_s, failure.outcome, reason, failure.miss)
+        return Answer(ids, scores, latency, "ok" if ids else "empty")
 
-    def _retry_delay(self, attempt: int, failure: QueryFailed) -> float:
-        if failure.retry_after is not None:
-            return min(failure.retry_after, MAX_RETRY_DELAY_S)
-        return backoff_delay(attempt, self._jitter())
-
-    async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
+    async def _search_once(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         """One request and its parsed answer; raises ``QueryFailed`` for every kind of failure."""
         return self._parse(await self._exchange(self._request(query, k, vector)), k)
 
@@ -346,14 +326,8 @@ class HttpTarget:
         code = response.status_code
         if 200 <= code < 300:
             return
-        outcome: Outcome
-        if code == 429:
-            outcome = "rate_limited"
-        elif 500 <= code < 600:
-            outcome = "http_5xx"
-        elif 400 <= code < 500:
-            outcome = "http_4xx"
-        else:
+        outcome = status_outcome(code)
+        if outcome == "bad_response":
             raise QueryFailed(
                 "bad_response", f"unexpected HTTP {code} {response.reason_phrase}".strip()
             )
@@ -365,11 +339,8 @@ class HttpTarget:
             reason = f"{reason}: {snippet}"
         if code in (401, 403) and self.AUTH_HINT:
             reason = f"{reason}; {self.AUTH_HINT}"
-        retry_after = None
-        header = response.headers.get("retry-after")
-        if header is not None and code in (429, 503):
-            retry_after = retry_after_seconds(header, self._wall_clock())
-        raise QueryFailed(outcome, reason, retry_after)
+        wait = retry_after(code, response.headers.get("retry-after"), self._wall_clock())
+        raise QueryFailed(outcome, reason, wait)
 
     def _error_message(self, code: int, error: Any) -> str | None:
         """What a preset reads in its API's JSON error body (HTTP ``code``); None: its start."""

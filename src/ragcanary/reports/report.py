@@ -267,11 +267,6 @@ def dump_text(reports: Sequence[Mapping[str, Any]]) -> str:
     return dumps_indented(data) + "\n"
 
 
-def dump_reports(reports: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Write ``dump_text(reports)`` to ``path``."""
-    path.write_text(dump_text(reports), encoding="utf-8")
-
-
 def load_reports(path: Path) -> list[dict[str, Any]]:
     """Read a report file written by ``--report`` (one object or an array of them)."""
     try:

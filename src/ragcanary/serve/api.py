@@ -3,7 +3,6 @@ and the web pages under /ui/ (serve.ui.pages)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -29,6 +28,7 @@ from ragcanary.serve.ui.pages import add_pages
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.errors import StorageError
 from ragcanary.store.run_ids import AmbiguousRun, resolve_run_id
+from ragcanary.threads import run_in
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -98,7 +98,7 @@ def create_app(daemon: Service) -> FastAPI:
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await run_in(None, fn, *args, **kwargs)
         except StorageError as exc:
             raise _storage_down(exc) from None
         except (ForeignRun, AmbiguousRun) as exc:

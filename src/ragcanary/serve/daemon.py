@@ -48,6 +48,7 @@ from ragcanary.store.lock import Lock, acquire
 from ragcanary.store.spool import Spool, spool_path
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig, load_config
+from ragcanary.threads import run_in
 
 log = structlog.get_logger("ragcanary")
 
@@ -134,7 +135,7 @@ class Daemon:
 
     async def startup(self) -> None:
         # Before anything listens or runs: a second daemon on this storage must change nothing.
-        self._lock = await asyncio.to_thread(acquire, self.loaded.config.storage)
+        self._lock = await run_in(None, acquire, self.loaded.config.storage)
         self.keeper.replay_spool()
         await self.keeper.ensure_schema()
         self.exporter.set_buffered_runs(self.keeper.pending)
@@ -290,7 +291,7 @@ class Daemon:
         """
         async with self._reloading:
             try:
-                loaded = await asyncio.to_thread(load_config, self.config_file, self.environ)
+                loaded = await run_in(None, load_config, self.config_file, self.environ)
                 changes = compare(self.loaded, loaded)
                 triggers = job_triggers(loaded)
             except ConfigError as exc:

@@ -12,7 +12,6 @@ be taken is refused with its reason and counted in ``ragcanary_candidates_droppe
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -227,7 +226,7 @@ class Intake:
         self._writing = len(batch)
         try:
             reports = [report for report, _size in batch]
-            added = await asyncio.to_thread(self.store.add, reports, self.settings.max_pending)
+            added = await run_in(None, self.store.add, reports, self.settings.max_pending)
         except StorageError as exc:
             self._queue = batch + self._queue
             if not self._failing:

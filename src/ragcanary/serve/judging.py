@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import Evaluation
@@ -18,7 +18,6 @@ from ragcanary.threads import run_in
 
 Pair = tuple[str, str]  # (suite, target)
 JudgeRun = Callable[[LoadedConfig, str, str, RunResult, RunResult | None], Evaluation]
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class Judge:
         kept = self._baselines.get(pair)
         if kept is not None and kept.run_id == report.run_id and kept.suite is suite:
             return kept.run
-        run = await self._in_thread(_decoded, report, suite)
+        run = await run_in(self._thread, _decoded, report, suite)
         self._baselines[pair] = _Decoded(report.run_id, suite, run)
         return run
 
@@ -71,7 +70,7 @@ class Judge:
         baseline: RunResult | None,
     ) -> tuple[Evaluation, dict[str, Any]]:
         """``run`` judged against ``baseline``, and its report."""
-        return await self._in_thread(self._judged, loaded, suite, target, run, baseline)
+        return await run_in(self._thread, self._judged, loaded, suite, target, run, baseline)
 
     def close(self) -> None:
         """Let the thread go once it is idle."""
@@ -87,9 +86,6 @@ class Judge:
     ) -> tuple[Evaluation, dict[str, Any]]:
         evaluation = self._judge(loaded, suite, target, run, baseline)
         return evaluation, to_report(evaluation)
-
-    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await run_in(self._thread, fn, *args)
 
 
 def _decoded(report: KeptReport, suite: Suite) -> RunResult:

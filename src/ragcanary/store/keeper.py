@@ -95,7 +95,7 @@ class RunKeeper:
         """Create or upgrade the tables once storage is reachable; whether they exist now."""
         if not self._migrated:
             try:
-                await asyncio.to_thread(self.store.migrate)
+                await run_in(None, self.store.migrate)
             except StorageError as exc:
                 self._failed(
                     "write", exc, "storage unreachable; runs are buffered until it returns"
@@ -111,7 +111,7 @@ class RunKeeper:
         try:
             if not await self.ensure_schema():
                 return None
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await run_in(None, fn, *args, **kwargs)
         except StorageError as exc:
             self._failed("read", exc, "storage unreachable", call=fn.__name__)
             return None
@@ -125,7 +125,7 @@ class RunKeeper:
         if self.down:
             self.writer.hold(report)
         elif await self.ensure_schema():
-            saved = await self._write(self.writer.write, report)
+            saved = await run_in(self._writes, self.writer.write, report)
             if not saved and self.writer.pending:
                 self._failed("write", self.writer.last_error, "storage refused a write")
         else:
@@ -151,11 +151,11 @@ class RunKeeper:
             return False
         try:
             if self.writer.pending:
-                written = await self._write(self.writer.flush)
+                written = await run_in(self._writes, self.writer.flush)
                 if written:
                     log.info("wrote buffered runs to storage", runs=written)
             else:
-                await asyncio.to_thread(self.store.check_write)
+                await run_in(None, self.store.check_write)
         except StorageError as exc:
             self._failed("write", exc, "storage still unavailable")
             return False
@@ -199,7 +199,7 @@ class RunKeeper:
         if not await self.ensure_schema():
             return self.last_error or "the tables could not be created or upgraded"
         try:
-            await asyncio.to_thread(self.store.check_write)
+            await run_in(None, self.store.check_write)
         except StorageError as exc:
             self._on_error("check")
             return str(exc)
@@ -298,7 +298,7 @@ class RunKeeper:
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` (admin API); raises StorageError so the caller can answer 503."""
-        await asyncio.to_thread(self.store.set_baseline, suite, target, run_id)
+        await run_in(None, self.store.set_baseline, suite, target, run_id)
         self._pinned.pop((suite, target), None)
 
     async def prune(self, now: datetime, keep: timedelta, keep_failed: timedelta) -> None:
@@ -338,14 +338,10 @@ class RunKeeper:
             self._spool_stored()
         remaining = max(0.5, deadline_s - (time.monotonic() - started))
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.store.close), remaining)
+            await asyncio.wait_for(run_in(None, self.store.close), remaining)
         except TimeoutError:
             log.warning("storage connections did not close in time")
         self._writes.shutdown(wait=False)
-
-    async def _write(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in the writes' thread, as ``asyncio.to_thread`` would in the pool's."""
-        return await run_in(self._writes, fn, *args)
 
     def _failed(
         self, operation: str, exc: StorageError | None, message: str, **fields: Any

@@ -51,7 +51,7 @@ class Store(ClaimsMixin):
     """Runs (their report dicts), per-case results and pinned baselines in one database.
 
     Safe to share between threads (each call takes its own pooled connection); the daemon
-    calls it through ``asyncio.to_thread``.
+    calls it in worker threads (``ragcanary.threads.run_in``).
     """
 
     def __init__(

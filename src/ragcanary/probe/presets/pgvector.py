@@ -33,10 +33,11 @@ from ragcanary.probe.presets.pgvector_errors import (
     parsed,
     passwords,
 )
-from ragcanary.probe.retries import TRANSIENT, QueryFailed, backoff_delay
+from ragcanary.probe.retries import QueryFailed, Retrying, RetrySettings
 from ragcanary.probe.target import MAX_ID_LENGTH
 from ragcanary.probe.templates import shorten_vectors
 from ragcanary.redact import Redactor
+from ragcanary.threads import run_in
 
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]
 
@@ -69,9 +70,10 @@ class PgvectorTarget:
         self._id_column, self._vector_column = config.id_column, config.vector_column
         self.name = name
         self._config = config
-        self._sleep = sleep
-        self._clock = clock
-        self._jitter = jitter
+        # As an HTTP target's: `retries` more after a timeout or a connection error.
+        self._retrying = Retrying(
+            RetrySettings(config.retries), sleep=sleep, jitter=jitter, clock=clock
+        )
         url = parsed(config.dsn)
         self._redact = (redact or Redactor(())).including(passwords(url))
         self._server = url.render_as_string(hide_password=True) if url else "the dsn"
@@ -103,23 +105,15 @@ class PgvectorTarget:
         if vector is None:
             reason = "the pgvector preset queries by vector: set embedding:"
             return Answer((), (), 0.0, "bad_response", reason)
-        attempts = self._config.retries + 1
-        attempt = 0
-        while True:
-            started = self._clock()
-            try:
-                ids, scores = await self._attempt([float(x) for x in vector], k)
-            except QueryFailed as failure:
-                latency = self._clock() - started
-                attempt += 1
-                if failure.outcome not in TRANSIENT or attempt >= attempts:
-                    reason = failure.reason
-                    if attempt > 1:
-                        reason = f"{reason} (after {attempt} attempts)"
-                    return Answer((), (), latency, failure.outcome, self._redact(reason))
-                await self._sleep(backoff_delay(attempt - 1, self._jitter()))
-                continue
-            return Answer(ids, scores, self._clock() - started, "ok" if ids else "empty")
+        numbers = [float(x) for x in vector]
+        try:
+            (ids, scores), latency = await self._retrying.timed(
+                lambda: self._search_once(numbers, k)
+            )
+        except QueryFailed as failure:
+            reason = self._redact(failure.counted)
+            return Answer((), (), failure.latency_s, failure.outcome, reason)
+        return Answer(ids, scores, latency, "ok" if ids else "empty")
 
     def describe_last_request(self) -> str:
         """The SQL of the last query with its parameters, a vector cut short, secrets masked."""
@@ -139,7 +133,7 @@ class PgvectorTarget:
         """
         await asyncio.gather(*self._running, return_exceptions=True)
         if self._owns_engine and self._engine is not None:
-            await asyncio.to_thread(self._engine.dispose)
+            await run_in(None, self._engine.dispose)
 
     async def missing(self, ids: Sequence[str]) -> set[str] | None:
         """The ids of ``ids`` that no row the search can return holds (a row without a
@@ -148,21 +142,14 @@ class PgvectorTarget:
         held: set[str] = set()
         try:
             for start in range(0, len(wanted), BATCH):
-                batch = wanted[start : start + BATCH]
-                for attempt in range(self._config.retries + 1):
-                    try:
-                        rows = await self._call(functools.partial(self._held, ids=batch))
-                        break
-                    except QueryFailed as failure:
-                        if failure.outcome not in TRANSIENT or attempt == self._config.retries:
-                            raise
-                        await self._sleep(backoff_delay(attempt, self._jitter()))
+                ask = functools.partial(self._held, ids=wanted[start : start + BATCH])
+                rows = await self._retrying.call(functools.partial(self._call, ask))
                 held |= {str(raw_id) for (raw_id,) in rows}
         except Exception:  # a lookup that failed, or a bug in one, says nothing of the labels
             return None
         return set(wanted) - held
 
-    async def _attempt(self, vector: list[float], k: int) -> _Ranked:
+    async def _search_once(self, vector: list[float], k: int) -> _Ranked:
         """One query; raises ``QueryFailed`` for every kind of failure."""
         self._sent = (vector, k)
         return self._ranked(await self._call(lambda conn: self._ask(conn, vector, k)))
@@ -176,7 +163,7 @@ class PgvectorTarget:
         try:
             # The deadline covers waiting for a pooled connection, connecting and the query;
             # statement_timeout stops the query in the server too.
-            work = asyncio.ensure_future(asyncio.to_thread(self._connected, self._engine, ask))
+            work = asyncio.ensure_future(run_in(None, self._connected, self._engine, ask))
             self._running.add(work)
             work.add_done_callback(self._running.discard)
             async with asyncio.timeout(timeout):

@@ -66,9 +66,9 @@ class RushDBTarget(HttpTarget):
             headers=self._headers,
         )
 
-    async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
+    async def _search_once(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         try:
-            return await super()._attempt(query, k, vector)
+            return await super()._search_once(query, k, vector)
         except QueryFailed as failure:
             if failure.outcome != "http_4xx" or not failure.reason.startswith("HTTP 404"):
                 raise

@@ -143,9 +143,9 @@ class WeaviateTarget(HttpTarget):
         )
         return self._hits((await self._ask(request))[1])
 
-    async def _attempt(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
+    async def _search_once(self, query: str, k: int, vector: Sequence[float] | None) -> _Ranked:
         try:
-            return await super()._attempt(query, k, vector)
+            return await super()._search_once(query, k, vector)
         except UnknownClass as failure:
             raise QueryFailed("bad_response", await self._not_found(failure.reason)) from None
 

@@ -7,7 +7,6 @@ send an ``Authorization`` header, and is never stored or shown).
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import time
@@ -26,6 +25,7 @@ from ragcanary.serve.ui import pinned as pin_notice
 from ragcanary.serve.ui.render import environment
 from ragcanary.store import overview
 from ragcanary.store.errors import StorageError
+from ragcanary.threads import run_in
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -61,7 +61,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     async def page(build: Callable[[], Response]) -> Response:
         """Build a page in a thread (storage and rendering block); errors become pages too."""
         try:
-            return await asyncio.to_thread(build)
+            return await run_in(None, build)
         except views.PageError as error:
             return html(
                 "error.html",
@@ -122,7 +122,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         except (views.PageError, StorageError) as error:
             failed = error
             return await page(lambda: _raise(failed))
-        return await asyncio.to_thread(lambda: html(name, **context))
+        return await run_in(None, lambda: html(name, **context))
 
     @app.get("/ui/", include_in_schema=False)
     async def fleet_page(suite: str | None = None, target: str | None = None) -> Response:
@@ -221,9 +221,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
             return refused
 
         async def gather() -> dict[str, Any]:
-            listed = await asyncio.to_thread(
-                candidatespage.listing, daemon, signal or None, page_no
-            )
+            listed = await run_in(None, candidatespage.listing, daemon, signal or None, page_no)
             listed["rows"] = await candidatespage.with_live(daemon, listed["rows"])
             return listed
 
@@ -237,7 +235,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
             return refused
 
         async def gather() -> dict[str, Any]:
-            found = await asyncio.to_thread(candidatespage.one, daemon, candidate_id)
+            found = await run_in(None, candidatespage.one, daemon, candidate_id)
             (found["candidate"],) = await candidatespage.with_live(daemon, [found["candidate"]])
             return found
 
@@ -344,13 +342,13 @@ async def _pin(daemon: Service, suite: str, target: str, run_id: str | None) -> 
     if suite not in suites or target not in suites[suite].targets:
         raise views.PageError(404, "Unknown pair", f"Suite {suite} has no target {target}.")
     if run_id is None:
-        latest = await asyncio.to_thread(daemon.store.latest_run, suite, target, outcome="ok")
+        latest = await run_in(None, daemon.store.latest_run, suite, target, outcome="ok")
         if latest is None:
             raise views.PageError(
                 404, "Nothing to pin", f"No successful run of {suite} on {target}."
             )
         run_id = str(latest["run_id"])
-    report = await asyncio.to_thread(overview.run_heads, daemon.store, [run_id])
+    report = await run_in(None, overview.run_heads, daemon.store, [run_id])
     head = report.get(run_id)
     if head is None or head.get("suite") != suite or head.get("target") != target:
         raise views.PageError(404, "Unknown run", f"No run {run_id} of suite {suite} on {target}.")
