@@ -844,7 +844,13 @@ def test_upgrades_must_be_numbered_without_gaps(store_url: str, upgrades: dict[i
 # Reachability ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite-missing-directory", "postgresql-closed-port"])
+# The PostgreSQL variant asks a closed TCP port (e2e: it talks over the network).
+@pytest.fixture(
+    params=[
+        "sqlite-missing-directory",
+        pytest.param("postgresql-closed-port", marks=pytest.mark.e2e),
+    ]
+)
 def unreachable(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param.startswith("sqlite"):
         return f"sqlite:///{tmp_path / 'gone' / 'ragcanary.db'}"
