@@ -11,7 +11,9 @@ the ``store`` fixture on PostgreSQL lands in `make e2e` without anyone writing a
 Whatever the marks say, a test outside the e2e lane that starts a process, binds a socket,
 opens a TCP connection or sets up a server fixture fails, naming what it did: the audit hook
 below (``sys.addaudithook``, the interpreter's own record of such calls) watches its setup and
-its call. That is what keeps `make unit` fast and free of servers when a helper is new.
+its call. That is what keeps `make unit` fast and free of servers when a helper is new. (It
+sees Python's sockets and process calls, not a C library's own: psycopg's connections pass
+unseen, which is why PostgreSQL is reached through the watched fixtures.) docs/testing.md.
 """
 
 from __future__ import annotations
@@ -114,54 +116,72 @@ def _starts_servers(item: pytest.Item) -> str | None:
     functions: list[Callable[..., Any]] = [item.obj]
     # The fixtures' own functions: the closure holds every fixture the test needs, however
     # deep. pytest has no public way to them; `_fixtureinfo` is what its own plugins read.
-    info = item._fixtureinfo
-    for name in names:
+    info = getattr(item, "_fixtureinfo", None)
+    for name in names if info is not None else ():
         functions.extend(fixturedef.func for fixturedef in info.name2fixturedefs.get(name, ()))
     for function in functions:
-        found = _starter_in(function)
+        found, _ = _starter_in(function, set(), set())
         if found:
             return found
     return None
 
 
-# What each scanned function refers to, by its code: tests share fixtures and helpers.
+# What each function scanned to the end refers to, by its code: tests share fixtures, helpers.
 _FOUND: dict[types.CodeType, str | None] = {}
 
 
-def _starter_in(function: Any) -> str | None:
-    """The first starter ``function`` refers to, directly or through its own module's helpers."""
+def _starter_in(
+    function: Any, active: set[types.CodeType], visited: set[types.CodeType]
+) -> tuple[str | None, bool]:
+    """The first starter ``function`` refers to, directly or through its own module's helpers,
+    and whether that is the whole answer: not when, before finding one, it came back to a
+    function still being scanned further up (helpers that call each other)."""
     function = inspect.unwrap(function)
     inner = getattr(getattr(function, "hypothesis", None), "inner_test", None)
     if inner is not None:  # @given wraps the test
         function = inspect.unwrap(inner)
     code = getattr(function, "__code__", None)
     if code is None:
-        return None
-    if code not in _FOUND:
-        _FOUND[code] = None  # a helper that calls back into its caller finds nothing more
-        _FOUND[code] = _scan(code, getattr(function, "__globals__", {}))
-    return _FOUND[code]
+        return None, True
+    if code in _FOUND:
+        return _FOUND[code], True
+    if code in visited:  # being scanned further up, or scanned short of a caller's answer
+        return None, False
+    visited.add(code)
+    active.add(code)
+    found, whole = _scan(code, getattr(function, "__globals__", {}), active, visited)
+    active.discard(code)
+    if found or whole:  # an answer that does not hang on a caller's: every test may reuse it
+        _FOUND[code] = found
+    return found, whole or bool(found)
 
 
-def _scan(code: types.CodeType, namespace: dict[str, Any]) -> str | None:
+def _scan(
+    code: types.CodeType,
+    namespace: dict[str, Any],
+    active: set[types.CodeType],
+    visited: set[types.CodeType],
+) -> tuple[str | None, bool]:
     home = namespace.get("__name__")
+    whole = True
     for name in _names(code):
         if name not in namespace:
             # `import pgserver` inside the function: the module is a name of the code only.
             if name in STARTERS and name in _imported(code):
-                return name
+                return name, True
             continue
         target = namespace[name]
         found = _as_starter(target)
         if found:
-            return found
+            return found, True
         if isinstance(target, types.ModuleType) or getattr(target, "__module__", None) != home:
             continue  # a library's or another module's: only the listed starters count
         for helper in _functions_of(target):
-            found = _starter_in(helper)
+            found, complete = _starter_in(helper, active, visited)
             if found:
-                return found
-    return None
+                return found, True
+            whole = whole and complete
+    return None, whole
 
 
 def _names(code: types.CodeType) -> Iterator[str]:
