@@ -11,9 +11,9 @@ the ``store`` fixture on PostgreSQL lands in `make e2e` without anyone writing a
 Whatever the marks say, a test outside the e2e lane that starts a process, binds a socket,
 opens a TCP connection or sets up a server fixture fails, naming what it did: the audit hook
 below (``sys.addaudithook``, the interpreter's own record of such calls) watches its setup and
-its call. That is what keeps `make unit` fast and free of servers when a helper is new. (It
+its call. That is what keeps `make unit` fast and free of servers when a helper is new. It
 sees Python's sockets and process calls, not a C library's own: psycopg's connections pass
-unseen, which is why PostgreSQL is reached through the watched fixtures.) docs/testing.md.
+unseen, which is why PostgreSQL is reached through the watched fixtures. See docs/testing.md.
 """
 
 from __future__ import annotations
