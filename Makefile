@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck imports unit bench clean
+.PHONY: demo test lint typecheck imports lanes unit e2e bench clean
 
 # pip compiles what it installs, but an editable install leaves our own modules to every
 # command that imports them, which compiles them again each time where PYTHONDONTWRITEBYTECODE
@@ -45,7 +45,8 @@ DEMO_LISTEN ?= 127.0.0.1:9464
 demo: $(STAMP)
 	$(BIN)/ragcanary demo --port $(DEMO_PORT) --listen $(DEMO_LISTEN)
 
-test: lint typecheck imports unit
+# Every gate, then both lanes of tests: all of them, each once.
+test: lint typecheck imports lanes unit e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -57,13 +58,35 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-# Two workers, each taking whole test files (their module-scoped servers start once): most of
-# the suite waits on real servers and processes, so two keep both cores busy.
+# The two lanes. tests/lanes.py marks `e2e` every test that starts a process or a server
+# (a retriever on 127.0.0.1, a daemon, Chromium, Prometheus, Chroma) or reaches one
+# (PostgreSQL), and fails any other test that does: `make unit` runs the rest, in-process, in
+# about a minute, with nothing but .venv; `make e2e` runs the marked ones. `make lanes` checks
+# that the two selections hold every test of the suite exactly once.
+UNIT_MARKS := not e2e
+E2E_MARKS  := e2e
+
+# pytest caches the test modules it rewrites for its assertions in their __pycache__, unless
+# PYTHONDONTWRITEBYTECODE is set; then every run rewrites them all again: 6 of the 10 s a
+# collection of the suite takes here, in each worker. The lanes let Python write bytecode.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
+
+lanes: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python scripts/check_lanes.py "$(UNIT_MARKS)" "$(E2E_MARKS)"
+
+# Two workers share the tests out one by one: they are small, and a few take seconds.
+UNIT_WORKERS ?= 2
+
+unit: $(STAMP)
+	$(PYTEST) -m "$(UNIT_MARKS)" -n $(UNIT_WORKERS) --dist worksteal
+
+# Two workers, each taking whole test files (their module-scoped servers start once): these
+# tests mostly wait on real servers and processes, so two keep both cores busy.
 TEST_WORKERS ?= 2
 
-unit: $(STAMP) $(CHROMA_STAMP)
+e2e: $(STAMP) $(CHROMA_STAMP)
 	RAGCANARY_CHROMA=$(CHROMA_VENV)/bin/chroma RAGCANARY_MODEL_PYTHON=$(CHROMA_VENV)/bin/python \
-		$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+		$(PYTEST) -m "$(E2E_MARKS)" -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -14,6 +14,10 @@ from sqlalchemy.pool import NullPool
 
 from ragcanary.store.storage import Store
 
+# The unit and e2e lanes (which tests start servers, and the guard that keeps the rest pure);
+# pytester runs small suites under them (tests/test_lanes.py).
+pytest_plugins = ("lanes", "pytester")
+
 # No property test has a deadline: how long an example takes is the benchmarks' to measure
 # (bench/), and on a loaded 2-core machine one example of a suite's round trip took 520 ms
 # against hypothesis's default of 200 ms, failing a test whose property held.
@@ -74,7 +78,8 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{directory / 'ragcanary.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+# The PostgreSQL variant is end-to-end (a server), the SQLite one stays in the unit lane.
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.e2e)])
 def store_url(request: pytest.FixtureRequest) -> str:
     """The URL of an empty database, once on SQLite and once on PostgreSQL."""
     return str(request.getfixturevalue(f"{request.param}_url"))

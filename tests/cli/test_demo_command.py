@@ -116,6 +116,7 @@ def test_drift_appears_in_metrics_and_diff_after_switching_the_retriever(
     assert "hit_rate@5" in result.output
 
 
+@pytest.mark.e2e  # the demo serves its retriever on 127.0.0.1 and probes it
 def test_once_in_a_degraded_mode_gates_like_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,

@@ -78,6 +78,7 @@ def test_demo_on_a_busy_port_exits_2(tmp_path: Path, busy_port: int) -> None:
     assert f"address 127.0.0.1:{busy_port} is in use" in result.stderr
 
 
+@pytest.mark.e2e  # the run asks 127.0.0.1:9, where nothing listens
 def test_run_writes_outputs_into_folders_that_do_not_exist_yet(tmp_path: Path) -> None:
     config = _config(tmp_path, "127.0.0.1:9464")
     out = tmp_path / "out" / "nested"
@@ -88,6 +89,7 @@ def test_run_writes_outputs_into_folders_that_do_not_exist_yet(tmp_path: Path) -
     assert {p.name for p in out.iterdir()} == {"report.json", "junit.xml", "summary.md"}
 
 
+@pytest.mark.e2e  # the run asks 127.0.0.1:9, where nothing listens
 def test_an_unwritable_output_is_a_usage_error_not_the_gate(tmp_path: Path) -> None:
     config = _config(tmp_path, "127.0.0.1:9464")
     (tmp_path / "file").write_text("")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from factories import case_entry, run_report
 
 from ragcanary.serve.exporter import Exporter, SuitePairs
 
@@ -46,14 +47,9 @@ def _exported_labels() -> dict[str, set[str]]:
     spec = SuitePairs(targets=("search",), ks=(1, 5), thresholds=limits, interval_seconds=60.0)
     exporter.load({"core": spec}, config_hash="0123456789ab", ui_url="http://127.0.0.1:9464")
     exporter.observe_run(
-        {
-            "suite": "core",
-            "target": "search",
-            "outcome": "ok",
-            "coverage": 1.0,
-            "duration_s": 0.5,
-            "metrics": {f"{m}@5": 1.0 for m in build.CUT_OFF_METRICS} | {"mrr": 1.0},
-            "baseline": {
+        run_report(
+            metrics={f"{m}@5": 1.0 for m in build.CUT_OFF_METRICS} | {"mrr": 1.0},
+            baseline={
                 "rank_overlap": 1.0,
                 "score_drift": 0.0,
                 "score_drifted_ratio": 0.0,
@@ -61,9 +57,9 @@ def _exported_labels() -> dict[str, set[str]]:
                 "embedding_changed_ratio": 0.0,
                 "deltas": {"mrr": 0.0},
             },
-            "cases": [{"id": "c", "scores": [0.5], "latency_s": 0.01}],
-            "stale_labels": [],
-        }
+            cases=[case_entry("c", scores=[0.5], latency_s=0.01)],
+            stale_labels=[],
+        )
     )
     labels: dict[str, set[str]] = defaultdict(set)
     for family in exporter.registry.collect():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from factories import case_entry, run_report
 from rich.console import Console
 
 from ragcanary.reports.diff import diff_reports
@@ -12,26 +13,19 @@ from ragcanary.reports.table import render_diff
 
 
 def _report(run_id: str, cases: list[dict[str, Any]], hit: float) -> dict[str, Any]:
-    return {
-        "suite": "core",
-        "target": "search",
-        "run_id": run_id,
-        "started_at": "2026-11-22T03:00:00+00:00",
-        "outcome": "ok",
-        "metrics": {"hit_rate@5": hit},
-        "cases": cases,
-    }
+    return run_report(
+        run_id, started_at="2026-11-22T03:00:00+00:00", metrics={"hit_rate@5": hit}, cases=cases
+    )
 
 
 def _case(case_id: str, ids: list[str], scores: list[float], hit: float) -> dict[str, Any]:
-    return {
-        "id": case_id,
-        "query": f"q {case_id}",
-        "outcome": "ok",
-        "ids": ids,
-        "scores": scores,
-        "metrics": {"hit_rate@5": hit, "rr": hit},
-    }
+    return case_entry(
+        case_id,
+        query=f"q {case_id}",
+        ids=ids,
+        scores=scores,
+        metrics={"hit_rate@5": hit, "rr": hit},
+    )
 
 
 def test_case_that_lost_its_document_comes_first_with_the_id_that_left() -> None:

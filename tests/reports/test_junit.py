@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
+from factories import case_entry, run_report
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,33 +17,22 @@ from ragcanary.reports.junit import render_junit
 def case(case_id: str, **overrides: Any) -> dict[str, Any]:
     """One answered, passing case of a report."""
     base: dict[str, Any] = {
-        "id": case_id,
-        "query": f"query {case_id}",
-        "kind": "labelled",
-        "outcome": "ok",
         "ids": ["d1", "d2"],
         "scores": [0.9, 0.5],
-        "latency_s": 0.02,
-        "error": None,
         "metrics": {"hit_rate@5": 1.0, "rr": 1.0},
     }
-    return base | overrides
+    return case_entry(case_id, **(base | overrides))
 
 
 def report(**overrides: Any) -> dict[str, Any]:
     """A passing report with three cases and a baseline."""
     base: dict[str, Any] = {
-        "suite": "core",
-        "target": "docs-search",
         "run_id": "ab12",
+        "target": "docs-search",
         "started_at": "2026-11-22T03:00:00+00:00",
         "duration_s": 1.25,
-        "outcome": "ok",
-        "coverage": 1.0,
         "metrics": {"hit_rate@5": 1.0, "mrr": 0.9},
         "baseline": {"run_id": "base1", "deltas": {"hit_rate@5": 0.0}},
-        "failures": [],
-        "regressions": [],
         "counts": {"cases": 3, "answered": 3, "labelled": 2, "negative": 1, "label_free": 0},
         "cases": [
             case("alpha"),
@@ -50,7 +40,7 @@ def report(**overrides: Any) -> dict[str, Any]:
             case("neg", kind="negative", ids=["d7"], scores=[0.8], metrics={}),
         ],
     }
-    return base | overrides
+    return run_report(**(base | overrides))
 
 
 def parse(xml: str) -> ET.Element:

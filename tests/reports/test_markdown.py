@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from factories import case_entry, run_report
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,17 +26,11 @@ BASELINE: dict[str, Any] = {
 def report(**overrides: Any) -> dict[str, Any]:
     """A passing report without a baseline."""
     base: dict[str, Any] = {
-        "suite": "core",
-        "target": "docs-search",
         "run_id": "ab12",
+        "target": "docs-search",
         "started_at": "2026-11-22T03:00:00+00:00",
         "duration_s": 1.2,
-        "outcome": "ok",
-        "coverage": 1.0,
         "metrics": {"hit_rate@5": 0.8, "mrr": 0.9},
-        "baseline": None,
-        "failures": [],
-        "regressions": [],
         "counts": {
             "cases": 4,
             "answered": 4,
@@ -44,9 +39,9 @@ def report(**overrides: Any) -> dict[str, Any]:
             "label_free": 0,
             "outcomes": {"ok": 4, "timeout": 0},
         },
-        "cases": [{"id": f"c{i}", "query": f"query {i}"} for i in range(4)],
+        "cases": [case_entry(f"c{i}", query=f"query {i}") for i in range(4)],
     }
-    return base | overrides
+    return run_report(**(base | overrides))
 
 
 def regressions(n: int) -> list[dict[str, Any]]:
@@ -207,7 +202,7 @@ def test_table_cells_escape_pipes_newlines_and_backticks(
         report(
             outcome="regression",
             regressions=[{"case": case_id, "metric": "mrr", "baseline": 1.0, "current": 0.0}],
-            cases=[{"id": case_id, "query": query}],
+            cases=[case_entry(case_id, query=query)],
         )
     )
     assert f"{row} mrr 1.000 → 0.000 |" in rendered.splitlines()
@@ -242,7 +237,7 @@ def test_every_regressed_case_is_exactly_one_table_row(case_id: str, query: str)
         report(
             outcome="regression",
             regressions=[{"case": case_id, "metric": "mrr", "baseline": 1.0, "current": 0.0}],
-            cases=[{"id": case_id, "query": query}],
+            cases=[case_entry(case_id, query=query)],
         )
     )
     # Markdown ends lines only at \n and \r, unlike str.splitlines.

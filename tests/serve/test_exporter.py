@@ -10,7 +10,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from factories import answer, case, run
+from factories import answer, case, run, run_report
+from factories import case_entry as report_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
@@ -92,15 +93,15 @@ def case_entry(
     **metrics: float,
 ) -> dict[str, Any]:
     """One entry of a report's ``cases``; metric names use ``_at_`` for ``@``."""
-    return {
-        "id": case_id,
-        "outcome": outcome,
-        "ids": [f"d-{case_id}-{i}" for i in range(len(scores))],
-        "scores": list(scores),
-        "latency_s": latency,
-        "error": None if outcome == "ok" else f"simulated {outcome}",
-        "metrics": {name.replace("_at_", "@"): v for name, v in metrics.items()},
-    }
+    return report_case(
+        case_id,
+        outcome=outcome,
+        ids=[f"d-{case_id}-{i}" for i in range(len(scores))],
+        scores=scores,
+        latency_s=latency,
+        error=None if outcome == "ok" else f"simulated {outcome}",
+        metrics={name.replace("_at_", "@"): v for name, v in metrics.items()},
+    )
 
 
 DEFAULT_CASES = [
@@ -129,17 +130,14 @@ def make_report(
     cases: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A report in the shape ``ragcanary.reports.report.to_report`` writes."""
-    cases = DEFAULT_CASES if cases is None else cases
-    outcomes = Counter(c["outcome"] for c in cases)
-    return {
-        "suite": "core",
-        "target": target,
-        "run_id": f"run-{outcome}",
-        "started_at": "2026-11-22T10:00:00+00:00",
-        "duration_s": 1.5,
-        "outcome": outcome,
-        "coverage": coverage,
-        "metrics": {
+    return run_report(
+        f"run-{outcome}",
+        target=target,
+        started_at="2026-11-22T10:00:00+00:00",
+        duration_s=1.5,
+        outcome=outcome,
+        coverage=coverage,
+        metrics={
             "hit_rate@1": 0.25,
             "hit_rate@5": hit_rate,
             "ndcg@5": 0.4,
@@ -148,18 +146,17 @@ def make_report(
             "map@5": 0.3,
             "mrr": 0.6,
         },
-        "baseline": dict(BASELINE) if baseline else None,
-        "failures": [
+        baseline=BASELINE if baseline else None,
+        failures=[
             {"kind": "negative_leak", "metric": None, "case": "neg", "message": "leak"},
             {"kind": "drop", "metric": "hit_rate@5", "case": None, "message": "drop"},
         ],
-        "regressions": [
+        regressions=[
             {"case": "c2", "metric": "hit_rate@5", "baseline": 1.0, "current": 0.0},
             {"case": "c2", "metric": "rr", "baseline": 1.0, "current": 0.0},
         ],
-        "counts": {"outcomes": {o: outcomes[o] for o in OUTCOMES}},
-        "cases": cases,
-    }
+        cases=DEFAULT_CASES if cases is None else cases,
+    )
 
 
 def value(exporter: Exporter, name: str, **labels: str) -> float | None:

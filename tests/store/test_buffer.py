@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy
+from factories import case_entry, run_report
 from sqlalchemy.pool import NullPool
 
 from ragcanary.store.buffer import BufferedWriter
@@ -22,17 +23,12 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
 def report(run_id: str, minute: int = 0) -> dict[str, Any]:
-    return {
-        "suite": "core",
-        "target": "search",
-        "run_id": run_id,
-        "started_at": (NOW + timedelta(minutes=minute)).isoformat(),
-        "duration_s": 0.5,
-        "outcome": "ok",
-        "coverage": 1.0,
-        "metrics": {"mrr": 1.0},
-        "cases": [{"id": "alpha", "ids": ["a"], "scores": [0.9], "metrics": {"rr": 1.0}}],
-    }
+    return run_report(
+        run_id,
+        started_at=NOW + timedelta(minutes=minute),
+        metrics={"mrr": 1.0},
+        cases=[case_entry("alpha", ids=["a"], scores=[0.9], metrics={"rr": 1.0})],
+    )
 
 
 class RecordingStore(Store):

@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy
 import yaml
 from daemon_harness import DaemonProcess, free_port, running, wait_for
+from factories import case_entry, run_report
 from retrievers import FakeRetriever, graded_corpus, target_entry
 from sqlalchemy.pool import NullPool
 
@@ -210,17 +211,12 @@ def test_a_full_disk_under_postgres_is_not_ready_and_says_why(
 
 
 def _report(run_id: str) -> dict[str, Any]:
-    return {
-        "suite": "core",
-        "target": "vendor",
-        "run_id": run_id,
-        "started_at": "2026-11-22T12:00:00+00:00",
-        "duration_s": 0.5,
-        "outcome": "ok",
-        "coverage": 1.0,
-        "metrics": {"mrr": 1.0},
-        "cases": [{"id": f"case-{i}", "ids": ["a"] * 5, "scores": [0.5] * 5} for i in range(6)],
-    }
+    return run_report(
+        run_id,
+        target="vendor",
+        metrics={"mrr": 1.0},
+        cases=[case_entry(f"case-{i}", ids=["a"] * 5, scores=[0.5] * 5) for i in range(6)],
+    )
 
 
 def test_the_write_check_fails_on_a_full_sqlite_disk_as_a_run_does(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from factories import run_report
+
 from ragcanary.store import overview
 from ragcanary.store.candidates import CandidateStore, FailureReport
 from ragcanary.store.storage import Store
@@ -47,17 +49,7 @@ def test_a_runs_stale_labels_and_index_lookup_are_read_without_its_report(store:
     labels = [{"case": "c1", "id": "d2", "reason": "missing", "looked_up_at": NOW.isoformat()}]
     lookup = {"at": NOW.isoformat(), "ids": 2, "left": ["d2"], "left_at": NOW.isoformat()}
     for run_id, found in (("r1", labels), ("r2", None)):
-        report = {
-            "suite": "s",
-            "target": "t",
-            "run_id": run_id,
-            "started_at": NOW.isoformat(),
-            "duration_s": 1.0,
-            "outcome": "ok",
-            "coverage": 1.0,
-            "metrics": {},
-            "cases": [],
-        }
+        report = run_report(run_id, suite="s", target="t", started_at=NOW, duration_s=1.0)
         if found is not None:
             report["stale_labels"] = found
             report["index_lookup"] = lookup

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy
-from factories import answer, case, run
+from factories import answer, case, case_entry, run, run_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -53,35 +53,25 @@ def make_report(
     case_ids: tuple[str, ...] = ("alpha", "beta"),
 ) -> dict[str, Any]:
     """A report shaped like to_report's, small enough to write by hand."""
-    return {
-        "suite": suite,
-        "target": target,
-        "run_id": run_id,
-        "started_at": started_at if isinstance(started_at, str) else started_at.isoformat(),
-        "duration_s": 1.25,
-        "outcome": outcome,
-        "coverage": 1.0,
-        "metrics": {"hit_rate@5": 1.0, "mrr": 0.75},
-        "metrics_by_tag": {},
-        "baseline": None,
-        "failures": [],
-        "regressions": [],
-        "counts": {"cases": len(case_ids), "answered": len(case_ids)},
-        "cases": [
-            {
-                "id": case_id,
-                "query": f"query {case_id}",
-                "kind": "labelled",
-                "outcome": "ok",
-                "ids": [f"{case_id}-doc", f"{run_id}-doc"],
-                "scores": [0.9, 0.5],
-                "latency_s": 0.02,
-                "error": None,
-                "metrics": {"hit_rate@5": 1.0, "rr": 1.0},
-            }
+    return run_report(
+        run_id,
+        suite=suite,
+        target=target,
+        started_at=started_at,
+        duration_s=1.25,
+        outcome=outcome,
+        metrics={"hit_rate@5": 1.0, "mrr": 0.75},
+        counts={"cases": len(case_ids), "answered": len(case_ids)},
+        cases=[
+            case_entry(
+                case_id,
+                ids=[f"{case_id}-doc", f"{run_id}-doc"],
+                scores=[0.9, 0.5],
+                metrics={"hit_rate@5": 1.0, "rr": 1.0},
+            )
             for case_id in case_ids
         ],
-    }
+    )
 
 
 def evaluated_report() -> dict[str, Any]:
@@ -844,7 +834,13 @@ def test_upgrades_must_be_numbered_without_gaps(store_url: str, upgrades: dict[i
 # Reachability ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite-missing-directory", "postgresql-closed-port"])
+# The PostgreSQL variant asks a closed TCP port (e2e: it talks over the network).
+@pytest.fixture(
+    params=[
+        "sqlite-missing-directory",
+        pytest.param("postgresql-closed-port", marks=pytest.mark.e2e),
+    ]
+)
 def unreachable(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param.startswith("sqlite"):
         return f"sqlite:///{tmp_path / 'gone' / 'ragcanary.db'}"
