@@ -34,7 +34,7 @@ from ragcanary.measure.results import RunResult
 from ragcanary.probe.cycle import settings_for
 from ragcanary.probe.target import make_client
 from ragcanary.reports.report import to_report
-from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 from ragcanary.store.storage import Store
 
 TITLE = "CPU per query"

@@ -43,9 +43,9 @@ def test_the_package_keeps_every_contract() -> None:
     ("module", "line", "broken"),
     [
         ("measure/metrics.py", "import httpx", "The pure core does no I/O"),
-        ("probe/runner.py", "import ragcanary.serve.exporter", "Wings import only"),
+        ("probe/runner.py", "import ragcanary.serve.metrics.exporter", "Wings import only"),
         ("config/units.py", "import ragcanary.suites.suite", "Wings import only"),
-        ("serve/api.py", "import ragcanary.serve.daemon", "narrow protocol"),
+        ("serve/http/api.py", "import ragcanary.serve.daemon", "narrow protocol"),
         ("measure/evaluation.py", "import ragcanary.config.model", "plain settings"),
     ],
 )

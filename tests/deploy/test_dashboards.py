@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "grafana"

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
+from ragcanary.serve.http.api import create_app
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio

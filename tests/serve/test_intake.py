@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ragcanary.serve.intake import (
+from ragcanary.serve.intake.queue import (
     DEFAULT_REDACTIONS,
     MAX_IDS,
     MAX_QUERY_CHARS,

@@ -20,9 +20,9 @@ from retrievers import FakeRetriever, target_entry
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
 from ragcanary.probe.cycle import judge_run
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.judging import Judge
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.schedule.judging import Judge
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig, load_config
 

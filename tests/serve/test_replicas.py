@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy
 
 from ragcanary.config.schedule import build_trigger
-from ragcanary.serve.replicas import (
+from ragcanary.serve.replicas.heartbeats import (
     EPOCH,
     Peer,
     Replicas,

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, suite_pairs
-from ragcanary.serve.ui import candidatespage
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.http.ui import candidatespage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio

@@ -16,9 +16,9 @@ from alert_contract import CONTRACT
 from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.ui import casepage, fleet, render, runbookpage
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.http.ui import casepage, fleet, render, runbookpage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio

@@ -16,9 +16,9 @@ from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.probe.target import make_client
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.index_checks import IndexChecks
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.stale.index_checks import IndexChecks
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.intake import Intake
-from ragcanary.serve.live_search import OnAnswer
-from ragcanary.serve.reloading import ReloadResult
-from ragcanary.serve.replicas import Replicas
+from ragcanary.serve.http.live_search import OnAnswer
+from ragcanary.serve.intake.queue import Intake
+from ragcanary.serve.metrics.exporter import Exporter
+from ragcanary.serve.replicas.heartbeats import Replicas
+from ragcanary.serve.schedule.reloading import ReloadResult
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig

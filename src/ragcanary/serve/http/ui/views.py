@@ -17,9 +17,9 @@ from ragcanary.errors import UsageError
 from ragcanary.reports.diff import diff_reports
 from ragcanary.reports.oncall import ForeignRun, diff_runs, relevant_ids
 from ragcanary.reports.report import failure_kinds, reason_lines
-from ragcanary.serve.config_export import interval_seconds
-from ragcanary.serve.ui import casepage, diffpage, runpage, stalepage
-from ragcanary.serve.ui import fleet as fleetpage
+from ragcanary.serve.http.ui import casepage, diffpage, runpage, stalepage
+from ragcanary.serve.http.ui import fleet as fleetpage
+from ragcanary.serve.metrics.config_export import interval_seconds
 from ragcanary.store import overview
 from ragcanary.store.run_ids import AmbiguousRun, UnknownRun, resolve_run_id
 from ragcanary.store.storage import Store

@@ -3,8 +3,8 @@
 The route is called from a production application's request path, so it never waits for the
 database. A report's client is rate-limited first, before its body is even parsed, so that a
 client over its limit costs nothing; the client is the peer's address, or the one a trusted
-proxy forwarded (``serve.forwarded``), never what the body says. Then the report is checked
-against its bounds and personal data is redacted out of it (``serve.reportcheck``), in
+proxy forwarded (``serve.intake.forwarded``), never what the body says. Then the report is checked
+against its bounds and personal data is redacted out of it (``serve.intake.reportcheck``), in
 linear time, a large one in a thread of the intake's own; and it joins a queue bounded in
 count and in bytes that a background task writes in batches (``Intake.flush``). What cannot
 be taken is refused with its reason and counted in ``ragcanary_candidates_dropped_total``.
@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 
 import structlog
 
-from ragcanary.serve.forwarded import TrustedProxies
-from ragcanary.serve.pii import DEFAULT_REDACTIONS, Redactor
-from ragcanary.serve.reportcheck import (
+from ragcanary.serve.intake.forwarded import TrustedProxies
+from ragcanary.serve.intake.pii import DEFAULT_REDACTIONS, Redactor
+from ragcanary.serve.intake.reportcheck import (
     MAX_IDS,
     MAX_QUERY_CHARS,
     SIGNALS,
@@ -166,7 +166,7 @@ class Intake:
             self.proxies = TrustedProxies(settings.trusted_proxies)
 
     def client(self, peer: str | None, forwarded_for: Sequence[str]) -> str:
-        """Whose reports a request's are: see ``serve.forwarded``."""
+        """Whose reports a request's are: see ``serve.intake.forwarded``."""
         return self.proxies.client(peer, forwarded_for)
 
     async def receive(self, body: bytes, targets: Sequence[str], client: str) -> FailureReport:

@@ -20,10 +20,10 @@ from fastapi import FastAPI, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from ragcanary.serve.guard import credentials_match
-from ragcanary.serve.ui import apidocs, candidatespage, runbookpage, runpage, stalepage, views
-from ragcanary.serve.ui import pinned as pin_notice
-from ragcanary.serve.ui.render import environment
+from ragcanary.serve.http.guard import credentials_match
+from ragcanary.serve.http.ui import apidocs, candidatespage, runbookpage, runpage, stalepage, views
+from ragcanary.serve.http.ui import pinned as pin_notice
+from ragcanary.serve.http.ui.render import environment
 from ragcanary.store import overview
 from ragcanary.store.errors import StorageError
 
@@ -50,7 +50,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     memos = views.Memos()
     app.mount(
         "/ui/static",
-        StaticFiles(packages=[("ragcanary.serve.ui", "static")]),
+        StaticFiles(packages=[("ragcanary.serve.http.ui", "static")]),
         name="ui-static",
     )
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ragcanary.serve.collector import (
+from ragcanary.serve.process_tuning import (
     OLDER_THRESHOLD,
     SWITCH_INTERVAL_S,
     YOUNG_THRESHOLD,

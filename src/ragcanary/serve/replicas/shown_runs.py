@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.replicas import EPOCH, Replicas
+from ragcanary.serve.metrics.exporter import Exporter
+from ragcanary.serve.replicas.heartbeats import EPOCH, Replicas
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.suites.loaded import LoadedConfig
 

@@ -4,7 +4,7 @@
 ``forwarded_allow_ips``, as uvicorn's ``--forwarded-allow-ips`` does: each proxy appends the
 address it received from, so the client is the right-most address in the header that is not
 itself a trusted proxy. From any other peer the header is ignored and the peer is the client.
-uvicorn's own reading of the header is turned off (``serve.apiserver``): it trusts 127.0.0.1,
+uvicorn's own reading of the header is turned off (``serve.http.server``): it trusts 127.0.0.1,
 or whatever ``$FORWARDED_ALLOW_IPS`` says, for every route.
 """
 

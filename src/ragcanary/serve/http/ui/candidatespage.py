@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ragcanary.measure.results import ANSWERED, Answer
-from ragcanary.serve.families import CANDIDATE_SIGNALS
-from ragcanary.serve.ui.views import PageError
+from ragcanary.serve.http.ui.views import PageError
+from ragcanary.serve.metrics.families import CANDIDATE_SIGNALS
 from ragcanary.store.candidates import CandidateStore
 
 if TYPE_CHECKING:

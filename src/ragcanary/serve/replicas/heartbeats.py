@@ -3,7 +3,7 @@
 Every replica names a job's ticks alike: the points of a grid hashed from the job's name
 (``grid_offset_s``), whatever moment of each grid interval it fires the job at (``tick_of``).
 Replicas with one config fire each job at the same moment, its phase, and the phases of all
-jobs lie evenly over their interval (``serve.jobs.grid_phases``).
+jobs lie evenly over their interval (``serve.schedule.jobs.grid_phases``).
 
 Before running a tick a replica claims it: a row keyed by (job, tick) that only one INSERT
 can create (``Store.claim``), whichever replicas try and in whatever order. That key alone

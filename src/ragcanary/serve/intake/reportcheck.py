@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ragcanary.serve.families import CANDIDATE_SIGNALS
-from ragcanary.serve.pii import Redactor
+from ragcanary.serve.intake.pii import Redactor
+from ragcanary.serve.metrics.families import CANDIDATE_SIGNALS
 from ragcanary.store.candidates import FailureReport
 
 SIGNALS = CANDIDATE_SIGNALS

@@ -15,8 +15,13 @@ from prometheus_client.metrics import MetricWrapperBase
 import ragcanary
 from ragcanary.measure.results import ANSWERED, OUTCOMES
 from ragcanary.reports.report import config_failure
-from ragcanary.serve.exposition import MergedCollector, PairSeries, join_text
-from ragcanary.serve.families import CANDIDATE_SIGNALS, CAUSES, PairFamilies, ProcessFamilies
+from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
+from ragcanary.serve.metrics.families import (
+    CANDIDATE_SIGNALS,
+    CAUSES,
+    PairFamilies,
+    ProcessFamilies,
+)
 
 RUN_OUTCOMES = ("ok", "regression", "unavailable")
 
@@ -67,7 +72,7 @@ class Exporter:
     Counters and histograms exist at 0 as soon as a suite is loaded. Quality gauges appear
     with the first answered run and, during an outage, keep the value of the last one.
 
-    Each pair's series live in a registry of their own (``ragcanary.serve.exposition``), so that
+    Each pair's series live in a registry of their own (``serve.metrics.exposition``), so that
     ``exposition()`` renders again only the pairs that changed; ``registry`` shows them all
     merged, as one registry would.
     """

@@ -14,7 +14,7 @@ from apscheduler.triggers.cron import CronTrigger
 from ragcanary.config.model import Config, SuiteConfig
 from ragcanary.probe.cycle import settings_for
 from ragcanary.redact import Redactor
-from ragcanary.serve.exporter import SuitePairs
+from ragcanary.serve.metrics.exporter import SuitePairs
 from ragcanary.suites.loaded import LoadedConfig
 
 

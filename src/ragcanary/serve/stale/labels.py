@@ -11,8 +11,8 @@ import structlog
 
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.stale import left_top_k, relevant_ids, stale_labels
-from ragcanary.serve.index_checks import IndexChecks
-from ragcanary.serve.returned import ReturnedIds
+from ragcanary.serve.stale.index_checks import IndexChecks
+from ragcanary.serve.stale.returned import ReturnedIds
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.suites.loaded import LoadedConfig
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ragcanary.serve.ui.render import instant
+from ragcanary.serve.http.ui.render import instant
 from ragcanary.store import overview
 from ragcanary.store.storage import Store
 

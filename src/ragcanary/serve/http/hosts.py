@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from ragcanary.config.model import Config
-from ragcanary.serve.guard import ASGIApp, Receive, Scope, Send
+from ragcanary.serve.http.guard import ASGIApp, Receive, Scope, Send
 
 log = structlog.get_logger("ragcanary")
 

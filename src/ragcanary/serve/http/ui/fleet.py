@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.reports.report import reason_lines
-from ragcanary.serve.ui.render import SPARK_WIDTH, instant
+from ragcanary.serve.http.ui.render import SPARK_WIDTH, instant
 
 # A pair whose last run is older than this many intervals (plus a minute) has stopped running.
 STALE_INTERVALS = 3

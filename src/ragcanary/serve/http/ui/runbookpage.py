@@ -1,6 +1,6 @@
 """The alert runbooks as pages: /ui/runbooks/ (the index) and /ui/runbooks/ALERT.
 
-The runbooks are Markdown files shipped in the package (``serve/ui/runbooks/``, which
+The runbooks are Markdown files shipped in the package (``serve/http/ui/runbooks/``, which
 ``docs/runbooks`` links to), one per alert, so every daemon serves the runbooks of its own
 version and an alert's ``runbook_url`` opens on the daemon its ``ui_url`` opens.
 """
@@ -13,7 +13,7 @@ from importlib.resources import files
 from typing import Any
 from urllib.parse import urlsplit
 
-from ragcanary.serve.ui import markdown
+from ragcanary.serve.http.ui import markdown
 
 BASE = "/ui/runbooks/"
 INDEX = "README"  # the index page's file
@@ -23,7 +23,7 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 @functools.cache
 def names() -> frozenset[str]:
     """The alerts that have a runbook: the Markdown files of the package, but the index."""
-    folder = files("ragcanary.serve.ui").joinpath("runbooks")
+    folder = files("ragcanary.serve.http.ui").joinpath("runbooks")
     found = {
         entry.name.removesuffix(".md") for entry in folder.iterdir() if entry.name.endswith(".md")
     }
@@ -39,7 +39,7 @@ def page(name: str | None) -> dict[str, Any] | None:
 
 @functools.cache
 def _rendered(name: str | None) -> dict[str, Any]:
-    file = files("ragcanary.serve.ui").joinpath("runbooks", f"{name or INDEX}.md")
+    file = files("ragcanary.serve.http.ui").joinpath("runbooks", f"{name or INDEX}.md")
     text = file.read_text(encoding="utf-8")
     title = text.splitlines()[0].lstrip("# ").strip() if text else (name or "Runbooks")
     return {"alert": name, "title": title, "body": markdown.render(text, href)}

@@ -46,7 +46,7 @@ def tune_switching() -> None:
 def raise_file_limit() -> None:
     """Let the daemon open as many files as its hard limit allows, not only its soft one.
 
-    Its connections to targets, storage and the HTTP API's clients (``serve.httpserver``)
+    Its connections to targets, storage and the HTTP API's clients (``serve.http.protocol``)
     share one limit, whose soft value is often 1,024 where the hard one is far higher (since
     Docker 25 and containerd 2.0, containers start so), and a Kubernetes pod cannot raise it.
     The soft value is kept low for programs that use select(), whose file numbers end at 1,024;

@@ -1,5 +1,5 @@
 """The HTTP API of `ragcanary serve`: metrics, health, reload, runs, diffs, history, baselines;
-and the web pages under /ui/ (serve.ui.pages)."""
+and the web pages under /ui/ (serve.http.ui.pages)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from ragcanary.config.units import (
 )
 from ragcanary.errors import UsageError
 from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
-from ragcanary.serve.guard import Guard
-from ragcanary.serve.hosts import Hosts
-from ragcanary.serve.intake import Refused
-from ragcanary.serve.ui.pages import add_pages
+from ragcanary.serve.http.guard import Guard
+from ragcanary.serve.http.hosts import Hosts
+from ragcanary.serve.http.ui.pages import add_pages
+from ragcanary.serve.intake.queue import Refused
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.errors import StorageError
 from ragcanary.store.run_ids import AmbiguousRun, resolve_run_id

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from ragcanary.serve.httpserver import BACKLOG, guarded_protocol
+from ragcanary.serve.http.protocol import BACKLOG, guarded_protocol
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

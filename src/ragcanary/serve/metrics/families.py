@@ -14,7 +14,7 @@ QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 
 RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # spool: a line or file of the spool that a start could not read (skipped, kept as .bad).
 STORAGE_OPERATIONS = ("read", "write", "check", "spool")
-# serve/intake.py's signals and the reasons it refuses or drops a report for.
+# serve/intake/queue.py's signals and the reasons it refuses or drops a report for.
 CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 # The causes of ragcanary_diagnosis a run names today: why it was unavailable. An answered run
 # sets both to 0 (DESIGN.md's other causes explain regressions, which are not named yet).

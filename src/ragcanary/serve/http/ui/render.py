@@ -139,7 +139,7 @@ def query_string(**params: Any) -> str:
 def environment() -> Environment:
     """The pages' templates: autoescaped always, so every value from a user or target is text."""
     env = Environment(
-        loader=PackageLoader("ragcanary.serve.ui", "templates"),
+        loader=PackageLoader("ragcanary.serve.http.ui", "templates"),
         autoescape=True,  # every template, whatever its name
         undefined=StrictUndefined,  # a misspelt variable fails the test, not the page silently
         trim_blocks=True,

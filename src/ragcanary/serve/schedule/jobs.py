@@ -15,8 +15,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.config.schedule import build_trigger
-from ragcanary.serve.reloading import job_id
-from ragcanary.serve.replicas import grid_trigger
+from ragcanary.serve.replicas.heartbeats import grid_trigger
+from ragcanary.serve.schedule.reloading import job_id
 from ragcanary.suites.loaded import LoadedConfig
 
 # A job's first run comes at its own moment of its first interval, which spreads jobs of the

@@ -1,0 +1,1 @@
+"""Replicas of `ragcanary serve` on one PostgreSQL database (the design: ``heartbeats``)."""
