@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from ragcanary.serve.metrics.exporter import Exporter
-from ragcanary.serve.replicas.heartbeats import EPOCH, Replicas
+from ragcanary.serve.replicas.heartbeats import Replicas
+from ragcanary.serve.schedule.grid import EPOCH
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.suites.loaded import LoadedConfig
 

@@ -15,7 +15,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.config.schedule import build_trigger
-from ragcanary.serve.replicas.heartbeats import grid_trigger
+from ragcanary.serve.schedule.grid import grid_trigger
 from ragcanary.serve.schedule.reloading import job_id
 from ragcanary.suites.loaded import LoadedConfig
 
