@@ -250,7 +250,7 @@ def _serve() -> None:
     """
     with tempfile.TemporaryDirectory() as tmp:
         daemon, runs = filled_daemon(Path(tmp))
-        app = create_app(daemon)
+        app = create_app(daemon.service)
 
         @app.post(RUNS_ROUTE)
         async def finish_runs() -> None:  # on the event loop, where the daemon's runs end

@@ -314,7 +314,7 @@ class Client:
 
     def __init__(self, daemon: Daemon) -> None:
         self._runner = asyncio.Runner()
-        transport = httpx.ASGITransport(create_app(daemon))
+        transport = httpx.ASGITransport(create_app(daemon.service))
         # Signed in with the admin token, which the candidates pages need.
         token = ADMIN["RAGCANARY_ADMIN_TOKEN"]
         self._client = httpx.AsyncClient(

@@ -113,7 +113,7 @@ def _daemon(config: Path, admin_token: str | None) -> Daemon:
 
 async def _client(daemon: Daemon) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(create_app(daemon)), base_url="http://localhost"
+        transport=httpx.ASGITransport(create_app(daemon.service)), base_url="http://localhost"
     )
 
 

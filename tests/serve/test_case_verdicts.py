@@ -81,7 +81,7 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
 
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 

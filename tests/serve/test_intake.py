@@ -20,13 +20,13 @@ from ragcanary.serve.intake.queue import (
     IntakeSettings,
     Recount,
     Redactor,
-    Refused,
     SourceLimiter,
     check,
     footprint,
     normalised,
     query_key,
 )
+from ragcanary.serve.service import Refused
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.storage import Store
 

@@ -173,7 +173,7 @@ class _HeldJudge:
 async def test_metrics_answer_while_a_run_is_being_judged(config: Path) -> None:
     held = _HeldJudge()
     daemon = _daemon(config, Judge(judge=held))
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
             running = asyncio.ensure_future(daemon.run_now(VENDOR))

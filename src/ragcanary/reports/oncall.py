@@ -7,15 +7,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ragcanary.errors import UsageError
-from ragcanary.reports.diff import diff_reports, run_summary
+from ragcanary.reports.diff import ForeignRun, diff_reports, run_summary
 from ragcanary.store import overview
 from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
 from ragcanary.suites.suite import Case
-
-
-class ForeignRun(UsageError):
-    """A run named for a diff belongs to another suite or target (API: 400)."""
 
 
 def _report(store: Store, run_id: str, suite: str, target: str) -> dict[str, Any]:

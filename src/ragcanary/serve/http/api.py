@@ -21,14 +21,12 @@ from ragcanary.config.units import (
     parse_duration_between,
 )
 from ragcanary.errors import UsageError
-from ragcanary.reports.oncall import ForeignRun, case_history, relevant_ids, run_diff
+from ragcanary.reports.diff import ForeignRun
 from ragcanary.serve.http.guard import Guard
 from ragcanary.serve.http.hosts import Hosts
 from ragcanary.serve.http.ui.pages import add_pages
-from ragcanary.serve.intake.queue import Refused
-from ragcanary.store.candidates import CandidateStore
-from ragcanary.store.errors import StorageError
-from ragcanary.store.run_ids import AmbiguousRun, resolve_run_id
+from ragcanary.serve.service import Refused
+from ragcanary.store.errors import AmbiguousRun, StorageError
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -83,18 +81,19 @@ def _storage_down(exc: StorageError) -> HTTPException:
     return HTTPException(503, f"storage unreachable: {exc}")
 
 
-def create_app(daemon: Service) -> FastAPI:
-    """The FastAPI app bound to one running daemon, through the narrow ``Service`` protocol."""
+def create_app(service: Service) -> FastAPI:
+    """The FastAPI app bound to one running daemon, through the narrow ``Service`` protocol
+    (``serve.daemon_service.DaemonService``)."""
     # No Swagger UI or ReDoc: both load from a CDN (blank offline); /docs is a page of ours.
     app = FastAPI(title="ragcanary", version=__version__, docs_url=None, redoc_url=None)
     app.add_middleware(
         Guard,
-        admin_token=lambda: daemon.loaded.config.admin_token,
-        ingest_token=lambda: daemon.loaded.config.ingest_token,
+        admin_token=lambda: service.loaded.config.admin_token,
+        ingest_token=lambda: service.loaded.config.ingest_token,
     )
     # Added last, so it runs first: a request for another host learns nothing, not even
     # whether a token would be needed.
-    app.add_middleware(Hosts, config=lambda: daemon.loaded.config)
+    app.add_middleware(Hosts, config=lambda: service.loaded.config)
 
     async def storage(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -109,7 +108,7 @@ def create_app(daemon: Service) -> FastAPI:
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
         # Not generate_latest(registry): that renders all pairs' series again on every scrape.
-        return Response(daemon.exporter.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(service.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -119,21 +118,21 @@ def create_app(daemon: Service) -> FastAPI:
     async def readyz() -> JSONResponse:
         # Ready means runs can be stored: a write must commit, not only a read. A read-only
         # file or a database in recovery answers reads and refuses every run.
-        reason = await daemon.keeper.writable(READY_DEADLINE_S)
+        reason = await service.writable(READY_DEADLINE_S)
         storage_ok = reason is None
         body: dict[str, Any] = {
             "ready": storage_ok,
             "config": True,
             "storage": storage_ok,
             "reason": reason,
-            "buffered_runs": daemon.keeper.pending,
+            "buffered_runs": service.buffered_runs,
         }
-        replicas = daemon.replicas
-        if replicas is not None:
+        replica = service.replica
+        if replica is not None:
             # A replica that cannot write claims no tick: the others run its jobs meanwhile.
             body["replica"] = {
-                "id": replicas.replica_id,
-                "live_replicas": len(replicas.live),
+                "id": replica.replica_id,
+                "live_replicas": replica.live,
                 "claiming": storage_ok,
             }
             if not storage_ok:
@@ -142,12 +141,12 @@ def create_app(daemon: Service) -> FastAPI:
 
     @app.post("/-/reload", responses=_errors(400, 401, 403, 413))
     async def reload() -> JSONResponse:
-        result = await daemon.reload()
+        result = await service.reload()
         return JSONResponse(result.body(), status_code=result.status)
 
     @app.get("/api/v1/jobs")
     async def jobs() -> dict[str, Any]:
-        return {"jobs": daemon.next_runs()}
+        return {"jobs": service.next_runs()}
 
     @app.get("/api/v1/runs", responses=_errors(400, 503))
     async def runs(
@@ -160,14 +159,14 @@ def create_app(daemon: Service) -> FastAPI:
         start = None
         if since is not None:
             start = datetime.now(UTC) - timedelta(seconds=_window(since))
-        found = await storage(daemon.store.list_runs, suite, target, limit, outcome, start)
+        found = await storage(service.runs, suite, target, limit, outcome, start)
         return {"runs": found}
 
     @app.get("/api/v1/runs/{run_id}", responses=_errors(400, 404, 503))
     async def run(run_id: str) -> dict[str, Any]:
         # The id, or a unique prefix of it as `ragcanary run` prints it.
-        run_id = await storage(resolve_run_id, daemon.store, run_id)
-        report = await storage(daemon.store.get_report, run_id)
+        run_id = await storage(service.resolve_run, run_id)
+        report = await storage(service.report, run_id)
         if report is None:
             raise HTTPException(404, f"no run {run_id}")
         return dict(report)
@@ -179,38 +178,22 @@ def create_app(daemon: Service) -> FastAPI:
         from_: Annotated[str | None, Query(alias="from")] = None,
         to: str | None = None,
     ) -> dict[str, Any]:
-        depth = (
-            daemon.loaded.config.suites[suite].depth
-            if suite in daemon.loaded.config.suites
-            else None
-        )
-        loaded = daemon.loaded.suites.get(suite)
-        relevant = relevant_ids(loaded.cases) if loaded else None
-        return dict(
-            await storage(run_diff, daemon.store, suite, target, from_, to, depth, relevant)
-        )
+        return dict(await storage(service.diff, suite, target, from_, to))
 
     @app.get("/api/v1/history", responses=_errors(400, 404, 503))
     async def history(
         suite: str, case: str, target: str | None = None, since: SinceQuery = "7d"
     ) -> dict[str, Any]:
-        suites = daemon.loaded.suites
+        suites = service.loaded.suites
         if suite not in suites or case not in suites[suite].by_id:
             raise HTTPException(404, f"no case {case!r} in suite {suite!r}")
         window = _window(since or "7d")
-        rows = await storage(
-            case_history,
-            daemon.store,
-            suite,
-            suites[suite].by_id[case],
-            target,
-            timedelta(seconds=window),
-        )
+        rows = await storage(service.case_history, suite, case, target, timedelta(seconds=window))
         return {"suite": suite, "case": case, "history": rows}
 
     @app.get("/api/v1/baselines", responses=_errors(503))
     async def baselines() -> dict[str, Any]:
-        return {"baselines": await storage(daemon.store.baselines)}
+        return {"baselines": await storage(service.baselines)}
 
     @app.post("/api/v1/baselines/{suite}/{target}", responses=_errors(400, 401, 403, 404, 413, 503))
     async def set_baseline(
@@ -223,17 +206,17 @@ def create_app(daemon: Service) -> FastAPI:
     ) -> dict[str, Any]:
         run_id = body.run_id if body is not None else None
         if run_id is None:
-            latest = await storage(daemon.store.latest_run, suite, target, outcome="ok")
+            latest = await storage(service.latest_run, suite, target, outcome="ok")
             if latest is None:
                 raise HTTPException(404, f"no successful run of {suite}/{target} to pin")
             run_id = latest["run_id"]
         else:
-            run_id = await storage(resolve_run_id, daemon.store, run_id)
-        report = await storage(daemon.store.get_report, run_id)
+            run_id = await storage(service.resolve_run, run_id)
+        report = await storage(service.report, run_id)
         if report is None or report["suite"] != suite or report["target"] != target:
             raise HTTPException(404, f"no run {run_id} of suite {suite} on target {target}")
         try:
-            await daemon.set_baseline(suite, target, run_id)
+            await service.set_baseline(suite, target, run_id)
         except StorageError as exc:
             raise _storage_down(exc) from None
         return {"suite": suite, "target": target, "run_id": run_id}
@@ -247,16 +230,14 @@ def create_app(daemon: Service) -> FastAPI:
         authorization: Annotated[str | None, Header()] = None,
     ) -> JSONResponse:
         """A failure report of the application: queued for review, never waiting on storage."""
-        intake = daemon.intake
         peer = request.client.host if request.client else None
-        client = intake.client(peer, request.headers.getlist("x-forwarded-for"))
-        targets = list(daemon.loaded.config.targets)
+        forwarded = request.headers.getlist("x-forwarded-for")
         try:
-            report = await intake.receive(await request.body(), targets, client)
+            query = await service.receive_report(await request.body(), peer, forwarded)
         except Refused as refused:
             headers = {"Retry-After": str(math.ceil(refused.retry_s))} if refused.retry_s else None
             return JSONResponse({"detail": refused.reason}, refused.status, headers=headers)
-        return JSONResponse({"accepted": True, "query": report.query}, 202)
+        return JSONResponse({"accepted": True, "query": query}, 202)
 
     @app.get("/api/v1/candidates", responses=_errors(400, 401, 403, 503))
     async def list_candidates(
@@ -276,8 +257,8 @@ def create_app(daemon: Service) -> FastAPI:
             except ValueError as exc:
                 raise HTTPException(422, f"since: {exc}; write it like 1h, 7d or 30d") from None
             start = datetime.now(UTC) - timedelta(seconds=seconds)
-        rows = await storage(CandidateStore(daemon.store).list, status, signal, start)
+        rows = await storage(service.candidates, status, signal, start)
         return {"candidates": rows}
 
-    add_pages(app, daemon)
+    add_pages(app, service)
     return app

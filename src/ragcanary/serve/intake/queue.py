@@ -30,11 +30,11 @@ from ragcanary.serve.intake.reportcheck import (
     MAX_IDS,
     MAX_QUERY_CHARS,
     SIGNALS,
-    Refused,
     check,
     normalised,
     query_key,
 )
+from ragcanary.serve.service import Refused
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.errors import StorageError
 from ragcanary.suites.loaded import LoadedConfig
@@ -49,7 +49,6 @@ __all__ = [
     "IntakeSettings",
     "Recount",
     "Redactor",
-    "Refused",
     "SourceLimiter",
     "check",
     "footprint",

@@ -17,6 +17,7 @@ from typing import Any
 
 from ragcanary.serve.intake.pii import Redactor
 from ragcanary.serve.metrics.families import CANDIDATE_SIGNALS
+from ragcanary.serve.service import Refused
 from ragcanary.store.candidates import FailureReport
 
 SIGNALS = CANDIDATE_SIGNALS
@@ -28,17 +29,6 @@ MAX_SOURCE_CHARS = 200
 _FIELDS = ("query", "signal", "target", "ids", "note", "source")
 _TRAILING = re.compile(r"[\s?!.,;:]+$")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-class Refused(Exception):
-    """A report that cannot be taken: the HTTP status and the reason, for the caller."""
-
-    def __init__(self, status: int, reason: str, counted_as: str, retry_s: float = 0.0) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-        self.counted_as = counted_as  # ragcanary_candidates_dropped_total{reason}
-        self.retry_s = retry_s  # for a 429: when the client may report again
 
 
 def normalised(query: str) -> str:

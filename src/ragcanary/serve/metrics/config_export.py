@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import itertools
 import json
-import statistics
-from datetime import UTC, datetime, timedelta
-
-from apscheduler.triggers.cron import CronTrigger
+from datetime import UTC, datetime
 
 from ragcanary.config.model import Config, SuiteConfig
 from ragcanary.probe.cycle import settings_for
 from ragcanary.redact import Redactor
 from ragcanary.serve.metrics.exporter import SuitePairs
+from ragcanary.serve.schedule.jobs import interval_seconds
 from ragcanary.suites.loaded import LoadedConfig
 
 
@@ -33,30 +30,6 @@ def verdict_thresholds(suite: SuiteConfig) -> dict[str, float]:
     if policy.min_rank_overlap is not None:  # null turns the check off: no line to cross
         thresholds["min_rank_overlap"] = policy.min_rank_overlap
     return thresholds
-
-
-# Fire times a cron schedule's interval is the median gap of: a day of */5, a month of daily.
-CRON_SAMPLES = 31
-
-
-def interval_seconds(suite: SuiteConfig, now: datetime) -> float:
-    """Seconds between two runs of the suite; for cron, the median gap of its next fire times.
-
-    The median, not the mean, so that "weekdays at 9" reads as a day, not a day and a half.
-    """
-    if not suite.cron:
-        return suite.every or 300.0
-    trigger = CronTrigger.from_crontab(suite.cron, timezone=UTC)  # no jitter: the plan itself
-    times: list[datetime] = []
-    previous: datetime | None = None
-    at: datetime | None = now
-    while at is not None and len(times) < CRON_SAMPLES + 1:
-        at = trigger.get_next_fire_time(previous, at)
-        if at is not None:
-            times.append(at)
-            previous, at = at, at + timedelta(microseconds=1)
-    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
-    return statistics.median(gaps) if gaps else 300.0
 
 
 def config_hash(loaded: LoadedConfig) -> str:

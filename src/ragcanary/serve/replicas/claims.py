@@ -10,10 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 from apscheduler.triggers.base import BaseTrigger
 
-from ragcanary.serve.metrics.config_export import interval_seconds
 from ragcanary.serve.replicas.heartbeats import DEAD_AFTER_S, Replicas, takeover_s
 from ragcanary.serve.schedule.grid import tick_of
-from ragcanary.serve.schedule.jobs import JobKey
+from ragcanary.serve.schedule.jobs import JobKey, interval_seconds
 from ragcanary.serve.schedule.reloading import job_id
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.suites.loaded import LoadedConfig

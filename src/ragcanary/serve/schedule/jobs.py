@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import statistics
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -11,6 +13,7 @@ from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ragcanary.config.model import SuiteConfig
@@ -28,6 +31,30 @@ MAX_START_JITTER_S = 60.0
 GOLDEN_STEP = (5**0.5 - 1) / 2
 PRUNE_EVERY_S = 3600.0
 PRUNE = "prune"  # the pruning job's id; every other job's is ``suite/target``
+
+# Fire times a cron schedule's interval is the median gap of: a day of */5, a month of daily.
+CRON_SAMPLES = 31
+
+
+def interval_seconds(suite: SuiteConfig, now: datetime) -> float:
+    """Seconds between two runs of the suite; for cron, the median gap of its next fire times.
+
+    The median, not the mean, so that "weekdays at 9" reads as a day, not a day and a half.
+    """
+    if not suite.cron:
+        return suite.every or 300.0
+    trigger = CronTrigger.from_crontab(suite.cron, timezone=UTC)  # no jitter: the plan itself
+    times: list[datetime] = []
+    previous: datetime | None = None
+    at: datetime | None = now
+    while at is not None and len(times) < CRON_SAMPLES + 1:
+        at = trigger.get_next_fire_time(previous, at)
+        if at is not None:
+            times.append(at)
+            previous, at = at, at + timedelta(microseconds=1)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    return statistics.median(gaps) if gaps else 300.0
+
 
 Snapshot = list[tuple[str, BaseTrigger, datetime | None]]  # (job id, trigger, next run)
 

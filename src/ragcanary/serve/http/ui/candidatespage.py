@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from ragcanary.measure.results import ANSWERED, Answer
 from ragcanary.serve.http.ui.views import PageError
 from ragcanary.serve.metrics.families import CANDIDATE_SIGNALS
-from ragcanary.store.candidates import CandidateStore
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -101,7 +100,7 @@ def candidate(row: Mapping[str, Any], targets: Sequence[str]) -> Candidate:
     )
 
 
-def listing(daemon: Service, signal: str | None, page_no: int) -> dict[str, Any]:
+def listing(service: Service, signal: str | None, page_no: int) -> dict[str, Any]:
     """The page's candidates (storage only; ``with_live`` adds the live results)."""
     if signal is not None and signal not in CANDIDATE_SIGNALS:
         raise PageError(
@@ -110,13 +109,12 @@ def listing(daemon: Service, signal: str | None, page_no: int) -> dict[str, Any]
             f"No signal {signal!r}.",
             f"Pick one of: {', '.join(CANDIDATE_SIGNALS)}.",
         )
-    found = CandidateStore(daemon.store)
-    rows, total = found.pending_page(signal, PAGE_ROWS, (page_no - 1) * PAGE_ROWS)
+    rows, total = service.pending_page(signal, PAGE_ROWS, (page_no - 1) * PAGE_ROWS)
     pages = max(1, math.ceil(total / PAGE_ROWS))
     if page_no > pages:  # past the end (the queue shrank): the last page
         page_no = pages
-        rows, total = found.pending_page(signal, PAGE_ROWS, (page_no - 1) * PAGE_ROWS)
-    config = daemon.loaded.config
+        rows, total = service.pending_page(signal, PAGE_ROWS, (page_no - 1) * PAGE_ROWS)
+    config = service.loaded.config
     targets = list(config.targets)
     return {
         "page": "candidates",
@@ -134,9 +132,9 @@ def listing(daemon: Service, signal: str | None, page_no: int) -> dict[str, Any]
     }
 
 
-def one(daemon: Service, candidate_id: int) -> dict[str, Any]:
+def one(service: Service, candidate_id: int) -> dict[str, Any]:
     """One candidate, whatever its status, with all its kept reports."""
-    row = CandidateStore(daemon.store).get(candidate_id)
+    row = service.candidate(candidate_id)
     if row is None:
         raise PageError(
             404,
@@ -144,7 +142,7 @@ def one(daemon: Service, candidate_id: int) -> dict[str, Any]:
             f"No candidate {candidate_id} is stored.",
             "Dropped past the cap of pending candidates, or never reported; see the list.",
         )
-    config = daemon.loaded.config
+    config = service.loaded.config
     return {
         "page": "candidates",
         "candidate": candidate(row, list(config.targets)),
@@ -154,7 +152,7 @@ def one(daemon: Service, candidate_id: int) -> dict[str, Any]:
 
 
 async def with_live(
-    daemon: Service, shown: Sequence[Candidate], deadline_s: float = LIVE_DEADLINE_S
+    service: Service, shown: Sequence[Candidate], deadline_s: float = LIVE_DEADLINE_S
 ) -> list[Candidate]:
     """``shown`` with the live results of the first ``LIVE_ROWS`` (the rest unchanged):
     each target asked for all its queries at once, the whole bounded by ``deadline_s``."""
@@ -163,7 +161,7 @@ async def with_live(
     for c in asked:
         by_target.setdefault(str(c.target), []).append(c)
     answers: dict[int, Answer] = {}
-    known = daemon.loaded.config.targets
+    known = service.loaded.config.targets
     tasks = []
     for target, group in by_target.items():
         if target not in known:  # removed by a reload since the list was read
@@ -173,7 +171,7 @@ async def with_live(
             answers[group[index].id] = answer
 
         queries = [c.query for c in group]
-        tasks.append(asyncio.ensure_future(daemon.search(target, queries, LIVE_DEPTH, keep)))
+        tasks.append(asyncio.ensure_future(service.search(target, queries, LIVE_DEPTH, keep)))
     if tasks:
         _, late = await asyncio.wait(tasks, timeout=deadline_s)
         for task in late:

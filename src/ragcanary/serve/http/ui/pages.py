@@ -24,7 +24,6 @@ from ragcanary.serve.http.guard import credentials_match
 from ragcanary.serve.http.ui import apidocs, candidatespage, runbookpage, runpage, stalepage, views
 from ragcanary.serve.http.ui import pinned as pin_notice
 from ragcanary.serve.http.ui.render import environment
-from ragcanary.store import overview
 from ragcanary.store.errors import StorageError
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ REALM = "ragcanary candidates"  # what the browser names when it asks for the to
 FORM_BYTES = 16_384  # the baseline form is a few hundred bytes
 
 
-def add_pages(app: FastAPI, daemon: Service) -> None:
+def add_pages(app: FastAPI, service: Service) -> None:
     """Mount the pages, their assets and the redirect from ``/`` on ``app``."""
     templates = environment()
     memos = views.Memos()
@@ -126,7 +125,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
 
     @app.get("/ui/", include_in_schema=False)
     async def fleet_page(suite: str | None = None, target: str | None = None) -> Response:
-        return await page(lambda: html("fleet.html", **views.fleet(daemon, memos, suite, target)))
+        return await page(lambda: html("fleet.html", **views.fleet(service, memos, suite, target)))
 
     @app.get("/ui/latest", include_in_schema=False)
     async def latest(
@@ -137,11 +136,11 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
 
         def newest() -> Response:
             if at is None:
-                found = daemon.store.latest_run(suite, target, exclude_unavailable=False)
+                found = service.latest_run(suite, target, exclude_unavailable=False)
                 run_id = None if found is None else str(found["run_id"])
             else:
                 moment = datetime.fromtimestamp(at / 1000, UTC)
-                run_id = overview.run_at(daemon.store, suite, target, moment)
+                run_id = service.run_at(suite, target, moment)
             if run_id is None:
                 raise _no_runs(suite, target)
             return RedirectResponse(f"/ui/runs/{quote(run_id)}", status_code=307)
@@ -159,7 +158,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     ) -> Response:
         key = sort if sort in runpage.SORT_KEYS else "severity"
         return await page(
-            lambda: html("run.html", **views.run(daemon, run_id, tag, outcome, key, dir, page_no))
+            lambda: html("run.html", **views.run(service, run_id, tag, outcome, key, dir, page_no))
         )
 
     @app.get("/ui/diff", include_in_schema=False)
@@ -171,7 +170,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         page_no: int = Query(1, alias="page", ge=1, le=10_000),
     ) -> Response:
         return await page(
-            lambda: html("diff.html", **views.diff(daemon, suite, target, from_, to, page_no))
+            lambda: html("diff.html", **views.diff(service, suite, target, from_, to, page_no))
         )
 
     @app.get("/ui/case", include_in_schema=False)
@@ -182,13 +181,13 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         since: Literal["1d", "7d", "30d"] = "7d",
     ) -> Response:
         return await page(
-            lambda: html("case.html", **views.case(daemon, suite, case, target, since))
+            lambda: html("case.html", **views.case(service, suite, case, target, since))
         )
 
     def locked(request: Request) -> Response | None:
         """The page that stands in for the candidates' without the admin token: they hold
         what users asked, as ``GET /api/v1/candidates`` does, which needs the same token."""
-        token = daemon.loaded.config.admin_token
+        token = service.loaded.config.admin_token
         if token and credentials_match(request.headers.get("authorization"), token):
             return None
         hint = "Sign in with any user name and RAGCANARY_ADMIN_TOKEN as the password."
@@ -222,9 +221,9 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
 
         async def gather() -> dict[str, Any]:
             listed = await asyncio.to_thread(
-                candidatespage.listing, daemon, signal or None, page_no
+                candidatespage.listing, service, signal or None, page_no
             )
-            listed["rows"] = await candidatespage.with_live(daemon, listed["rows"])
+            listed["rows"] = await candidatespage.with_live(service, listed["rows"])
             return listed
 
         return await shown("candidates.html", gather)
@@ -237,15 +236,15 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
             return refused
 
         async def gather() -> dict[str, Any]:
-            found = await asyncio.to_thread(candidatespage.one, daemon, candidate_id)
-            (found["candidate"],) = await candidatespage.with_live(daemon, [found["candidate"]])
+            found = await asyncio.to_thread(candidatespage.one, service, candidate_id)
+            (found["candidate"],) = await candidatespage.with_live(service, [found["candidate"]])
             return found
 
         return await shown("candidate.html", gather)
 
     @app.get("/ui/stale-labels", include_in_schema=False)
     async def stale_page(suite: str | None = None, target: str | None = None) -> Response:
-        return await page(lambda: html("stale.html", **stalepage.page(daemon, suite, target)))
+        return await page(lambda: html("stale.html", **stalepage.page(service, suite, target)))
 
     @app.get("/ui/baselines", include_in_schema=False)
     async def baselines_page(
@@ -259,11 +258,11 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         # Only the redirect of a pin that happened proves it; a link anyone writes does not.
         said = {"suite": suite, "target": target, "pinned": pinned, "at": at, "proof": proof}
         given = {key: value for key, value in said.items() if value is not None}
-        notice = pin_notice.notice(daemon.loaded.config.admin_token, given, time.time())
+        notice = pin_notice.notice(service.loaded.config.admin_token, given, time.time())
         return await page(
             lambda: html(
                 "baselines.html",
-                **views.baselines(daemon, suite, target, run),
+                **views.baselines(service, suite, target, run),
                 notice=notice,
                 notice_tone="good",
             )
@@ -272,7 +271,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
     @app.post("/ui/baselines", include_in_schema=False)
     async def pin(request: Request) -> Response:
         """The pin form: the admin token checked before anything else of the form is used."""
-        admin = daemon.loaded.config.admin_token
+        admin = service.loaded.config.admin_token
         if not admin:
             return await page(
                 lambda: _raise(
@@ -298,7 +297,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
                 lambda: html(
                     "baselines.html",
                     401,
-                    **views.baselines(daemon, None, None, None),
+                    **views.baselines(service, None, None, None),
                     notice="Wrong admin token: nothing was pinned. Enter the value of "
                     "RAGCANARY_ADMIN_TOKEN that the daemon runs with.",
                     notice_tone="bad",
@@ -307,7 +306,7 @@ def add_pages(app: FastAPI, daemon: Service) -> None:
         suite, target = _pair(form.get("pair", ""))
         run_id = form.get("run_id") or None
         try:
-            pinned = await _pin(daemon, suite, target, run_id)
+            pinned = await _pin(service, suite, target, run_id)
         except (views.PageError, StorageError) as error:
             failed = error
             return await page(lambda: _raise(failed))
@@ -339,20 +338,20 @@ def _no_runs(suite: str, target: str) -> views.PageError:
     )
 
 
-async def _pin(daemon: Service, suite: str, target: str, run_id: str | None) -> str:
-    suites = daemon.loaded.config.suites
+async def _pin(service: Service, suite: str, target: str, run_id: str | None) -> str:
+    suites = service.loaded.config.suites
     if suite not in suites or target not in suites[suite].targets:
         raise views.PageError(404, "Unknown pair", f"Suite {suite} has no target {target}.")
     if run_id is None:
-        latest = await asyncio.to_thread(daemon.store.latest_run, suite, target, outcome="ok")
+        latest = await asyncio.to_thread(service.latest_run, suite, target, outcome="ok")
         if latest is None:
             raise views.PageError(
                 404, "Nothing to pin", f"No successful run of {suite} on {target}."
             )
         run_id = str(latest["run_id"])
-    report = await asyncio.to_thread(overview.run_heads, daemon.store, [run_id])
+    report = await asyncio.to_thread(service.run_heads, [run_id])
     head = report.get(run_id)
     if head is None or head.get("suite") != suite or head.get("target") != target:
         raise views.PageError(404, "Unknown run", f"No run {run_id} of suite {suite} on {target}.")
-    await daemon.set_baseline(suite, target, run_id)
+    await service.set_baseline(suite, target, run_id)
     return run_id

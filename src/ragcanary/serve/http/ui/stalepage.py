@@ -14,8 +14,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ragcanary.serve.http.ui.render import instant
-from ragcanary.store import overview
-from ragcanary.store.storage import Store
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -115,12 +113,12 @@ def looked_up(labels: Sequence[Label] | None) -> dict[str, dict[str, datetime]]:
 
 
 def newest(
-    store: Store, pairs: Sequence[tuple[str, str]], runs: Mapping[str, int]
+    service: Service, pairs: Sequence[tuple[str, str]], runs: Mapping[str, int]
 ) -> list[PairLabels]:
     """Per pair, the stale labels its newest answered run found (``runs``: each suite's
     stale_label_runs): one small read per pair and one for all their labels."""
-    answered = overview.newest_runs(store, pairs, answered=True)
-    findings = overview.stale_findings(store, [found[0] for found in answered.values()])
+    answered = service.newest_runs(pairs, answered=True)
+    findings = service.stale_findings([found[0] for found in answered.values()])
     out = []
     for suite, target in pairs:
         found = answered.get((suite, target))
@@ -145,17 +143,17 @@ def newest(
 
 
 def of_case(
-    store: Store, suite: str, target: str, case: str, runs: int
+    service: Service, suite: str, target: str, case: str, runs: int
 ) -> tuple[dict[str, str], dict[str, datetime]]:
     """The stale relevant ids of one case on one target (its pair's newest answered run),
     with the words for why, and when the index said it no longer holds those that left it."""
-    (pair,) = newest(store, [(suite, target)], {suite: runs})
+    (pair,) = newest(service, [(suite, target)], {suite: runs})
     return by_case(pair.labels).get(case, {}), looked_up(pair.labels).get(case, {})
 
 
-def page(daemon: Service, suite: str | None, target: str | None) -> dict[str, Any]:
+def page(service: Service, suite: str | None, target: str | None) -> dict[str, Any]:
     """The stale labels page: every configured pair (or those of ``suite`` / ``target``)."""
-    config = daemon.loaded.config
+    config = service.loaded.config
     pairs = [
         (s, t)
         for s, cfg in config.suites.items()
@@ -163,7 +161,7 @@ def page(daemon: Service, suite: str | None, target: str | None) -> dict[str, An
         if (suite is None or s == suite) and (target is None or t == target)
     ]
     runs = {s: cfg.stale_label_runs for s, cfg in config.suites.items()}
-    listed = newest(daemon.store, pairs, runs)
+    listed = newest(service, pairs, runs)
     # Pairs with labels first, the most first; then those that found none, then the unknown.
     listed.sort(key=lambda p: (p.labels is None, -len(p.labels or ()), p.suite, p.target))
     return {

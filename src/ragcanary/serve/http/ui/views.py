@@ -14,15 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from ragcanary.config.units import parse_duration_between
 from ragcanary.errors import UsageError
-from ragcanary.reports.diff import diff_reports
-from ragcanary.reports.oncall import ForeignRun, diff_runs, relevant_ids
+from ragcanary.reports.diff import ForeignRun, diff_reports
 from ragcanary.reports.report import failure_kinds, reason_lines
 from ragcanary.serve.http.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.http.ui import fleet as fleetpage
-from ragcanary.serve.metrics.config_export import interval_seconds
-from ragcanary.store import overview
-from ragcanary.store.run_ids import AmbiguousRun, UnknownRun, resolve_run_id
-from ragcanary.store.storage import Store
+from ragcanary.serve.schedule.jobs import interval_seconds
+from ragcanary.store.errors import AmbiguousRun, UnknownRun
 
 if TYPE_CHECKING:
     from ragcanary.serve.service import Service
@@ -45,8 +42,8 @@ class PageError(Exception):
         self.status, self.heading, self.message, self.hint = status, heading, message, hint
 
 
-def _pairs(daemon: Service) -> list[tuple[str, str]]:
-    return [(s, t) for s, cfg in daemon.loaded.config.suites.items() for t in cfg.targets]
+def _pairs(service: Service) -> list[tuple[str, str]]:
+    return [(s, t) for s, cfg in service.loaded.config.suites.items() for t in cfg.targets]
 
 
 @dataclass(frozen=True)
@@ -62,24 +59,21 @@ class Memos:
     )
 
 
-def fleet(daemon: Service, memos: Memos, suite: str | None, target: str | None) -> dict[str, Any]:
+def fleet(service: Service, memos: Memos, suite: str | None, target: str | None) -> dict[str, Any]:
     """The fleet page: every configured pair (or those of ``suite`` / ``target``)."""
     now = datetime.now(UTC)
-    config = daemon.loaded.config
-    store = daemon.store
+    config = service.loaded.config
     pairs = [
         (s, t)
-        for s, t in _pairs(daemon)
+        for s, t in _pairs(service)
         if (suite is None or s == suite) and (target is None or t == target)
     ]
-    jobs = {(j["suite"], j["target"]): j for j in daemon.next_runs()}
-    days = overview.day_runs(store, pairs, now - DAY)
-    newest = _newest_ids(store, pairs, days)
+    jobs = {(j["suite"], j["target"]): j for j in service.next_runs()}
+    days = service.day_runs(pairs, now - DAY)
+    newest = _newest_ids(service, pairs, days)
     heads = memos.heads.get(
         (run_id for ids in newest.values() for run_id in ids),
-        lambda ids: {
-            k: fleetpage.head_summary(v) for k, v in overview.run_heads(store, ids).items()
-        },
+        lambda ids: {k: fleetpage.head_summary(v) for k, v in service.run_heads(ids).items()},
     )
     rows = []
     for pair in pairs:
@@ -94,7 +88,7 @@ def fleet(daemon: Service, memos: Memos, suite: str | None, target: str | None) 
                 interval_seconds(cfg, now),
                 [heads[i] for i in newest.get(pair, []) if i in heads],
                 [r[2] for r in day],
-                _sparklines(store, memos, [day[i][0] for i in fleetpage.sample(day)], hit_key),
+                _sparklines(service, memos, [day[i][0] for i in fleetpage.sample(day)], hit_key),
                 jobs.get(pair),
                 now,
             )
@@ -117,7 +111,7 @@ def fleet(daemon: Service, memos: Memos, suite: str | None, target: str | None) 
 
 
 def _newest_ids(
-    store: Store, pairs: list[tuple[str, str]], days: Mapping[tuple[str, str], list[Any]]
+    service: Service, pairs: list[tuple[str, str]], days: Mapping[tuple[str, str], list[Any]]
 ) -> dict[tuple[str, str], list[str]]:
     """Per pair, its newest run's id and, if that was an outage, its newest answered run's:
     from the day's runs, or from storage for pairs that have none answered today."""
@@ -132,21 +126,21 @@ def _newest_ids(
             newest[pair] = [day[-1][0], answered[-1]]
         else:
             newest[pair] = [day[-1][0]]
-    last = overview.newest_runs(store, quiet)
+    last = service.newest_runs(quiet)
     outages = [p for p in quiet if p in last and last[p][2] == "unavailable"]
-    before = overview.newest_runs(store, outages, answered=True)
+    before = service.newest_runs(outages, answered=True)
     for pair, (run_id, _, _) in last.items():
         newest[pair] = [run_id] + ([before[pair][0]] if pair in before else [])
     return newest
 
 
 def _sparklines(
-    store: Store, memos: Memos, run_ids: list[str], hit_key: str
+    service: Service, memos: Memos, run_ids: list[str], hit_key: str
 ) -> dict[str, list[float | None]]:
     """The Hit@k and MRR of each run in ``run_ids``, read from storage only once per run."""
 
     def read(keys: list[str]) -> dict[str, tuple[float | None, float | None]]:
-        metrics = overview.run_metrics(store, [k.partition("\n")[0] for k in keys])
+        metrics = service.run_metrics([k.partition("\n")[0] for k in keys])
         return {
             f"{run_id}\n{hit_key}": (_float(m.get(hit_key)), _float(m.get("mrr")))
             for run_id, m in metrics.items()
@@ -179,7 +173,7 @@ _DEFAULT_DIR = {"severity": "asc", "id": "asc", "outcome": "asc", "hit": "asc", 
 
 
 def run(
-    daemon: Service,
+    service: Service,
     run_id: str,
     tag: str | None,
     outcome: str | None,
@@ -188,27 +182,27 @@ def run(
     page_no: int,
 ) -> dict[str, Any]:
     try:  # the id, or a unique prefix of it as `ragcanary run` prints it
-        run_id = resolve_run_id(daemon.store, run_id)
+        run_id = service.resolve_run(run_id)
     except AmbiguousRun as error:
         raise PageError(400, "Which run?", str(error)) from None
     except UnknownRun:
         pass  # answered below as no such run, like one pruned since its link was made
-    report = daemon.store.get_report(run_id)
+    report = service.report(run_id)
     if report is None:
         raise PageError(404, "No such run", f"No run {run_id} is stored.",
                         "It may have been pruned; pick one from the fleet page.")  # fmt: skip
     suite_name, target = str(report.get("suite")), str(report.get("target"))
-    cfg = daemon.loaded.config.suites.get(suite_name)
+    cfg = service.loaded.config.suites.get(suite_name)
     hit_key = fleetpage.headline_hit_key(cfg) if cfg is not None else "hit_rate@5"
-    lines = runpage.case_lines(report, daemon.loaded.suites.get(suite_name), hit_key)
+    lines = runpage.case_lines(report, service.loaded.suites.get(suite_name), hit_key)
     descending = (direction or _DEFAULT_DIR[sort]) == "desc"
     shown = runpage.sort_lines(runpage.filter_lines(lines, tag, outcome), sort, descending)
     pages = max(1, math.ceil(len(shown) / runpage.PAGE_ROWS))
     page_no = min(page_no, pages)
     start = (page_no - 1) * runpage.PAGE_ROWS
     started = datetime.fromisoformat(str(report["started_at"]))
-    previous_id, next_id = overview.neighbours(
-        daemon.store, suite_name, target, started if started.tzinfo else started.replace(
+    previous_id, next_id = service.neighbours(
+        suite_name, target, started if started.tzinfo else started.replace(
             tzinfo=UTC), run_id
     )  # fmt: skip
     baseline = report.get("baseline") or {}
@@ -250,30 +244,29 @@ def run(
 
 
 def diff(
-    daemon: Service,
+    service: Service,
     suite: str,
     target: str,
     from_run: str | None,
     to_run: str | None,
     page_no: int,
 ) -> dict[str, Any]:
-    config = daemon.loaded.config.suites.get(suite)
+    config = service.loaded.config.suites.get(suite)
     if config is None or target not in config.targets:
         raise PageError(
             404, "Unknown pair", f"No suite {suite} with target {target} is configured."
         )
     try:
-        before, after, newest_outage = diff_runs(daemon.store, suite, target, from_run, to_run)
+        inputs = service.diff_inputs(suite, target, from_run, to_run)
     except ForeignRun as error:
         raise PageError(400, "Runs of another pair", str(error)) from None
     except AmbiguousRun as error:
         raise PageError(400, "Which run?", str(error)) from None
     except UsageError as error:
         raise PageError(404, "Nothing to diff", str(error)) from None
-    loaded = daemon.loaded.suites.get(suite)
-    relevant = relevant_ids(loaded.cases) if loaded else {}
+    before, after, relevant = inputs.before, inputs.after, inputs.relevant
     diff = diff_reports(before, after, config.depth, relevant)
-    diff["newest_outage"] = newest_outage
+    diff["newest_outage"] = inputs.newest_outage
     found = stalepage.labels_of(after.get("stale_labels"), config.stale_label_runs)
     stale = stalepage.by_case(found)  # what the later run knew, as the diff's marks say
     stale_at = stalepage.looked_up(found)
@@ -281,8 +274,8 @@ def diff(
     page_no = min(page_no, pages)
     start = (page_no - 1) * diffpage.PAGE_CASES
     shown = diff["cases"][start : start + diffpage.PAGE_CASES]
-    choices = overview.recent_runs(daemon.store, suite, target, RUN_CHOICES)
-    baseline_id = daemon.store.get_baseline(suite, target)
+    choices = service.recent_runs(suite, target, RUN_CHOICES)
+    baseline_id = service.baseline(suite, target)
     listed = {r["run_id"] for r in choices}
     for run in (before, after):  # runs older than the list stay selectable
         if run["run_id"] not in listed:
@@ -307,10 +300,10 @@ def diff(
 
 
 def case(
-    daemon: Service, suite: str, case_id: str, target: str | None, since: str
+    service: Service, suite: str, case_id: str, target: str | None, since: str
 ) -> dict[str, Any]:
-    config = daemon.loaded.config.suites.get(suite)
-    loaded = daemon.loaded.suites.get(suite)
+    config = service.loaded.config.suites.get(suite)
+    loaded = service.loaded.suites.get(suite)
     if config is None or loaded is None or case_id not in loaded.by_id:
         raise PageError(404, "Unknown case", f"Suite {suite} has no case {case_id}.",
                         "Cases come from the suite file; a removed case has no page.")  # fmt: skip
@@ -321,10 +314,10 @@ def case(
     graded = [(doc, g) for doc, g in (case.relevant or {}).items() if g > 0]
     relevant = [doc for doc, _ in graded]
     start = datetime.now(UTC) - timedelta(seconds=parse_duration_between(since, "since"))
-    rows = daemon.store.case_history(suite, case_id, target=target, since=start)
+    rows = service.case_rows(suite, case_id, target, start)
     table = casepage.columns(rows, relevant, config.depth)
     latest = casepage.recent_answered(rows, table)
-    entries = overview.case_entries(daemon.store, [p.run_id for p in latest], case_id)
+    entries = service.case_entries([p.run_id for p in latest], case_id)
     lists = []
     for point in latest:
         entry = entries.get(point.run_id) or {}
@@ -333,9 +326,7 @@ def case(
         if len(scores) != len(ids):
             scores = [None] * len(ids)
         lists.append((point, list(zip(ids, scores, strict=True))[: config.depth]))
-    stale, stale_at = stalepage.of_case(
-        daemon.store, suite, target, case_id, config.stale_label_runs
-    )
+    stale, stale_at = stalepage.of_case(service, suite, target, case_id, config.stale_label_runs)
     missing = casepage.absent_now(table)
     events = casepage.events(rows, table)
     missing_since = next((e.at for e in events if e.left and e.doc in missing), None)
@@ -367,13 +358,13 @@ def case(
 
 
 def baselines(
-    daemon: Service, suite: str | None, target: str | None, run: str | None
+    service: Service, suite: str | None, target: str | None, run: str | None
 ) -> dict[str, Any]:
-    config = daemon.loaded.config
-    pairs = _pairs(daemon)
-    pinned = {(b["suite"], b["target"]): b for b in daemon.store.baselines()}
-    heads = overview.run_heads(daemon.store, [b["run_id"] for b in pinned.values()])
-    newest = overview.newest_runs(daemon.store, pairs)
+    config = service.loaded.config
+    pairs = _pairs(service)
+    pinned = {(b["suite"], b["target"]): b for b in service.baselines()}
+    heads = service.run_heads([b["run_id"] for b in pinned.values()])
+    newest = service.newest_runs(pairs)
     rows = []
     for s, t in pairs:
         cfg = config.suites[s]
@@ -400,9 +391,9 @@ def baselines(
     candidates: list[dict[str, Any]] = []
     per_pair = PIN_CHOICES if len(chosen) == 1 else max(2, PIN_CHOICES // 2)
     for pair_suite, pair_target in chosen:
-        candidates += daemon.store.list_runs(pair_suite, pair_target, per_pair, "ok")
+        candidates += service.runs(pair_suite, pair_target, per_pair, "ok")
     if run and run not in {c["run_id"] for c in candidates}:
-        named = overview.run_heads(daemon.store, [run]).get(run)
+        named = service.run_heads([run]).get(run)
         if named is not None:
             candidates.insert(0, named)
     return {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 import httpx
@@ -18,9 +18,8 @@ import httpx
 from ragcanary.measure.results import Answer, Outcome
 from ragcanary.probe.cycle import open_target
 from ragcanary.probe.runner import TargetGate
+from ragcanary.serve.service import OnAnswer
 from ragcanary.suites.loaded import LoadedConfig
-
-OnAnswer = Callable[[int, Answer], None]
 
 
 async def search_now(
