@@ -52,6 +52,8 @@ def test_the_package_keeps_every_contract() -> None:
         ("serve/http/ui/views.py", "import ragcanary.store.overview", "narrow protocol"),
         ("serve/http/ui/pages.py", "import ragcanary.serve.intake.queue", "narrow protocol"),
         ("measure/evaluation.py", "import ragcanary.config.model", "plain settings"),
+        ("serve/schedule/jobs.py", "import ragcanary.serve.replicas.claims", "serve's rooms"),
+        ("serve/metrics/exporter.py", "import ragcanary.serve.http.api", "serve's rooms"),
     ],
 )
 def test_an_import_against_the_layers_fails_the_build(
