@@ -46,7 +46,7 @@ import psutil
 from render import section, table, verdict
 from retriever import RetrieverProcess
 
-from ragcanary.serve.intake import normalised
+from ragcanary.serve.intake.queue import normalised
 
 TITLE = "Failure reports intake"
 GOAL_MS = 5.0
@@ -663,7 +663,7 @@ _BACKGROUND = (
     "pending candidates by signal for `ragcanary_candidates_pending` (a scan that grows with "
     "the candidates pending). The Python part of that work holds the GIL: while it runs, the "
     "event loop waits up to a switch interval to get it back (`ragcanary serve` sets it to "
-    "1 ms, `serve/collector.py`; CPython's default is 5 ms, with which the accepted p99 was "
+    "1 ms, `serve/process_tuning.py`; CPython's default is 5 ms, with which the accepted p99 was "
     "5.48 and 5.64 ms in two runs on 2026-11-26 where 1 ms gave 5.04 and 4.68 ms), so a "
     "request arriving then can take one or more such waits."
 )  # what the intake does in the background, in the daemon as this benchmark runs it

@@ -105,8 +105,8 @@ def daemon_main(config: Path, events: Path) -> None:
     from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_SUBMITTED, JobEvent
 
     from ragcanary.logs import RedactSecrets, configure_logging
-    from ragcanary.serve.collector import tune_collector, tune_switching
     from ragcanary.serve.daemon import Daemon
+    from ragcanary.serve.process_tuning import tune_collector, tune_switching
     from ragcanary.suites.loaded import load_config
 
     loaded = load_config(config, os.environ)
@@ -733,7 +733,7 @@ def _meaning(result: dict[str, Any]) -> str:
             f" {sqlite['loop_late_ms']['p99']:.0f} ms with SQLite (the machine's two cores"
             f" {pg.get('machine_busy', 0):.0%} busy against {sqlite.get('machine_busy', 0):.0%})."
             " On PostgreSQL every daemon is a replica and fires each job at its phase, the same"
-            " on every replica (`serve/jobs.py`, `grid_phases`: n jobs exactly 1/n of the"
+            " on every replica (`serve/schedule/jobs.py`, `grid_phases`: n jobs exactly 1/n of the"
             " interval apart, in the order of golden-ratio steps; until 2026-11-26 the steps"
             " themselves, uneven by up to 2.3 jobs in 5 s depending on where the minute"
             " begins). Until 2026-11-26 jobs fired at moments hashed from their names, which"
@@ -798,8 +798,8 @@ def _meaning(result: dict[str, Any]) -> str:
         f" collection, or a worker thread holding the interpreter.{where} CPU by thread over"
         f" the daemon's life: {by_thread}. A run's evaluation and report (pure Python, tens of"
         " ms for 200 canaries) and the decoding of a newly pinned baseline run in a worker"
-        " thread (`serve/judging.py`), which takes the interpreter from the loop only for a"
-        " switch interval at a time (1 ms, as `ragcanary serve` sets it; 0.2 ms was measured"
+        " thread (`serve/schedule/judging.py`), which takes the interpreter from the loop only"
+        " for a switch interval at a time (1 ms, as `ragcanary serve` sets it; 0.2 ms was measured"
         " too, 2026-11-26: more CPU and slower scrapes). A scrape's own rendering took"
         f" {statistics.median(renders):.1f} ms of CPU (median; {renders[-1]:.0f} ms at most,"
         " after the first): each pair's text is rendered as its run ends"
@@ -807,14 +807,14 @@ def _meaning(result: dict[str, Any]) -> str:
         " instead, it took 25 to 60 ms while runs were ending, and jobs whose first runs all"
         " fell in the first 30 s of the minute probed in bursts that kept the loop busy for"
         " half of every minute (scrapes at a median of 73 to 154 ms, measured 2026-11-26 over"
-        " 300 runs); first runs now lie evenly over the interval (`serve/jobs.py`,"
+        " 300 runs); first runs now lie evenly over the interval (`serve/schedule/jobs.py`,"
         " `MAX_START_JITTER_S`). The garbage collector ran"
         f" {gc_s:.1f} s in all (timed by its callbacks, so waits for the interpreter count):"
         f" {collected['0']['count']} young collections finding {collected['0']['collected']:,}"
         f" objects in all, {collected['1']['count']} middle, {collected['2']['count']} full;"
         f" the longest took {max(g['max_ms'] for g in collected.values()):.0f} ms. Once the"
         f" daemon stopped it still held {sum(sqlite['heap']['generations']):,} containers the"
-        " collector visits (besides those frozen at start-up: `serve/collector.py`, which also"
+        " collector visits (besides those frozen at start-up: `serve/process_tuning.py`, which also"
         " makes collections rarer). Until 2026-11-26 every query's response was left in a"
         " reference cycle (httpx's response and its stream), with its request, headers and"
         " aiohttp's response: each young collection found about 20,000 objects and held the"

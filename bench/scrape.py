@@ -30,8 +30,8 @@ from render import section, table, verdict
 
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.reports.report import to_report
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, suite_pairs
+from ragcanary.serve.http.api import create_app
 from ragcanary.suites.judge import settings_for
 from ragcanary.suites.loaded import load_config
 
@@ -232,7 +232,7 @@ def render(result: dict[str, Any]) -> str:
         f" {result['full_ms'] / ref:.2f} times what prometheus_client needs for plain Gauges,"
         f" {result['full_ms']:.0f} ms at this size, so the exporter keeps each pair's"
         " series in a registry of its own and caches its text until one of them changes"
-        " (`ragcanary.serve.exposition`). A pair's text is rendered again as its run ends"
+        " (`ragcanary.serve.metrics.exposition`). A pair's text is rendered again as its run ends"
         " (`Exporter.observe_run`, here in the untimed feeding), so a scrape only joins cached"
         " texts; until 2026-11-26 the scrape rendered the pairs that ran since the last one"
         " itself, which at 200 jobs a minute cost 25 to 60 ms on the daemon's busy event loop"
@@ -250,7 +250,7 @@ def _serve() -> None:
     """
     with tempfile.TemporaryDirectory() as tmp:
         daemon, runs = filled_daemon(Path(tmp))
-        app = create_app(daemon)
+        app = create_app(daemon.service)
 
         @app.post(RUNS_ROUTE)
         async def finish_runs() -> None:  # on the event loop, where the daemon's runs end

@@ -51,8 +51,8 @@ from sqlalchemy.pool import NullPool
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.metrics import aggregate
 from ragcanary.probe.target import make_client
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon
+from ragcanary.serve.http.api import create_app
 from ragcanary.store.engine import make_engine
 from ragcanary.store.rows import run_row
 from ragcanary.store.schema import baselines, candidates, runs
@@ -314,7 +314,7 @@ class Client:
 
     def __init__(self, daemon: Daemon) -> None:
         self._runner = asyncio.Runner()
-        transport = httpx.ASGITransport(create_app(daemon))
+        transport = httpx.ASGITransport(create_app(daemon.service))
         # Signed in with the admin token, which the candidates pages need.
         token = ADMIN["RAGCANARY_ADMIN_TOKEN"]
         self._client = httpx.AsyncClient(

@@ -12,7 +12,7 @@ import yaml
 from alert_contract import ALERTS, CONTRACT, alert_rules
 from prometheus_server import prometheus_binary
 
-from ragcanary.serve.ui import runbookpage
+from ragcanary.serve.http.ui import runbookpage
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT_TESTS = ROOT / "tests" / "prometheus" / "alerts_test.yml"

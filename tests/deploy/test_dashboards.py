@@ -18,7 +18,7 @@ import pytest
 import yaml
 from factories import case_entry, run_report
 
-from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "grafana"

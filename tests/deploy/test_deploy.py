@@ -36,8 +36,8 @@ from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
 from ragcanary.config.model import Config
-from ragcanary.serve.api import create_app
-from ragcanary.serve.hosts import OPEN_PATHS, HostRule
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.http.hosts import OPEN_PATHS, HostRule
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -12,11 +12,11 @@ import typer.main
 from alert_contract import CONTRACT, alert_rules
 
 from ragcanary.cli.app import app
-from ragcanary.serve.ui import runbookpage
+from ragcanary.serve.http.ui import runbookpage
 
 ROOT = Path(__file__).resolve().parents[2]
 # In the package, which serves them at /ui/runbooks/; docs/runbooks links to this folder.
-RUNBOOKS = ROOT / "src" / "ragcanary" / "serve" / "ui" / "runbooks"
+RUNBOOKS = ROOT / "src" / "ragcanary" / "serve" / "http" / "ui" / "runbooks"
 PAGES = sorted(p for p in RUNBOOKS.glob("*.md") if p.name != "README.md")
 
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
+from ragcanary.serve.http.api import create_app
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -113,7 +113,7 @@ def _daemon(config: Path, admin_token: str | None) -> Daemon:
 
 async def _client(daemon: Daemon) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(create_app(daemon)), base_url="http://localhost"
+        transport=httpx.ASGITransport(create_app(daemon.service)), base_url="http://localhost"
     )
 
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
+from ragcanary.serve.http.api import create_app
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +81,7 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
 
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 

@@ -9,14 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ragcanary.config.model import Config, SuiteConfig
-from ragcanary.serve.config_export import (
-    config_hash,
-    interval_seconds,
-    ui_base_url,
-    verdict_thresholds,
-)
 from ragcanary.serve.daemon import suite_pairs
-from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.metrics.config_export import config_hash, ui_base_url, verdict_thresholds
+from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
+from ragcanary.serve.schedule.jobs import interval_seconds
 from ragcanary.suites.loaded import LoadedConfig, load_config
 
 NOW = datetime(2025, 3, 3, 12, 0, tzinfo=UTC)  # a Monday

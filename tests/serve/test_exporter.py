@@ -22,8 +22,8 @@ from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.scoring import score_run
 from ragcanary.measure.verdict import Policy, judge
 from ragcanary.reports.report import to_report
-from ragcanary.serve.exporter import Exporter, SuitePairs, per_case_admission
-from ragcanary.serve.families import QUERY_BUCKETS, RUN_BUCKETS
+from ragcanary.serve.metrics.exporter import Exporter, SuitePairs, per_case_admission
+from ragcanary.serve.metrics.families import QUERY_BUCKETS, RUN_BUCKETS
 
 # Metric names of docs/metrics.md.
 CONTRACT_METRICS = (

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from test_exporter import make_report, pairs
 
-from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.exposition import split_families
+from ragcanary.serve.metrics.exporter import Exporter
+from ragcanary.serve.metrics.exposition import split_families
 
 Sample = tuple[str, tuple[tuple[str, str], ...], float]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragcanary.serve.forwarded import TrustedProxies
+from ragcanary.serve.intake.forwarded import TrustedProxies
 
 
 @pytest.mark.parametrize(

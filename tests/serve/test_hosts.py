@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ragcanary.config.model import Config
-from ragcanary.serve.hosts import HostRule, host_of
+from ragcanary.serve.http.hosts import HostRule, host_of
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.index_checks import IndexChecks, IndexView
+from ragcanary.serve.stale.index_checks import IndexChecks, IndexView
 from ragcanary.suites.loaded import load_config
 
 QUESTION = (("d1", "d2"), "config")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ragcanary.serve.intake import (
+from ragcanary.serve.intake.queue import (
     DEFAULT_REDACTIONS,
     MAX_IDS,
     MAX_QUERY_CHARS,
@@ -20,13 +20,13 @@ from ragcanary.serve.intake import (
     IntakeSettings,
     Recount,
     Redactor,
-    Refused,
     SourceLimiter,
     check,
     footprint,
     normalised,
     query_key,
 )
+from ragcanary.serve.service import Refused
 from ragcanary.store.candidates import Added, CandidateStore, FailureReport
 from ragcanary.store.storage import Store
 

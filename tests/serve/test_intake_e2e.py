@@ -26,7 +26,7 @@ from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
 from ragcanary.cli.app import app
-from ragcanary.serve.intake import query_key
+from ragcanary.serve.intake.queue import query_key
 from ragcanary.store.candidates import CandidateStore, FailureReport
 from ragcanary.store.storage import Store
 

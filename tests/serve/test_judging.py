@@ -19,9 +19,9 @@ from retrievers import FakeRetriever, target_entry
 
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.judging import Judge
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.schedule.judging import Judge
 from ragcanary.store.storage import Store
 from ragcanary.suites.judge import judge_run
 from ragcanary.suites.loaded import LoadedConfig, load_config
@@ -173,7 +173,7 @@ class _HeldJudge:
 async def test_metrics_answer_while_a_run_is_being_judged(config: Path) -> None:
     held = _HeldJudge()
     daemon = _daemon(config, Judge(judge=held))
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
             running = asyncio.ensure_future(daemon.run_now(VENDOR))

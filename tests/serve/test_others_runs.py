@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from daemon_harness import idle_replica
 
-from ragcanary.serve.replicas import Replicas
+from ragcanary.serve.replicas.heartbeats import Replicas
 from ragcanary.store.storage import Store
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ragcanary.serve.pii import DEFAULT_REDACTIONS, Redactor
+from ragcanary.serve.intake.pii import DEFAULT_REDACTIONS, Redactor
 
 REDACT = Redactor()
 

@@ -20,7 +20,7 @@ from daemon_harness import DaemonProcess, config_yaml, free_port, running, wait_
 from retrievers import FakeRetriever, graded_corpus, target_entry
 
 from ragcanary.serve.daemon import Daemon, suite_pairs
-from ragcanary.serve.exporter import Exporter, SuitePairs
+from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 from ragcanary.suites.loaded import load_config
 
 API_KEY = "sk-reload-5e1f0a"

@@ -9,14 +9,8 @@ import pytest
 import sqlalchemy
 
 from ragcanary.config.schedule import build_trigger
-from ragcanary.serve.replicas import (
-    EPOCH,
-    Peer,
-    Replicas,
-    grid_offset_s,
-    grid_trigger,
-    tick_of,
-)
+from ragcanary.serve.replicas.heartbeats import Peer, Replicas
+from ragcanary.serve.schedule.grid import EPOCH, grid_offset_s, grid_trigger, tick_of
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.storage import Store
 

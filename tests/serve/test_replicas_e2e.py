@@ -24,7 +24,7 @@ from daemon_harness import DaemonProcess, TcpProxy, free_port, packets_dropped, 
 from retrievers import FakeRetriever, graded_corpus, target_entry
 from sqlalchemy.pool import NullPool
 
-from ragcanary.serve.replicas import HEARTBEAT_S
+from ragcanary.serve.replicas.heartbeats import HEARTBEAT_S
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from ragcanary.serve.returned import ReturnedIds
+from ragcanary.serve.stale.returned import ReturnedIds
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 PAIR = ("core", "search")

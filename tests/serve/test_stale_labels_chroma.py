@@ -18,7 +18,7 @@ from chroma_server import chroma_binary, chroma_server, create_collection, delet
 from daemon_harness import DaemonProcess, config_yaml, free_port, running, wait_for
 from retrievers import EmbeddingServer
 
-from ragcanary.serve.ui.render import when
+from ragcanary.serve.http.ui.render import when
 
 DIMENSIONS = 8
 DEPTH = 3

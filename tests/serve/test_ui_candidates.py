@@ -17,9 +17,9 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, suite_pairs
-from ragcanary.serve.ui import candidatespage
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.http.ui import candidatespage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -98,7 +98,7 @@ async def daemon(
 
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     # Signed in as a browser is after the page asked (a request's own header wins over it).
     signed_in = {"authorization": "Basic " + base64.b64encode(f"oncall:{ADMIN}".encode()).decode()}
     async with httpx.AsyncClient(
@@ -205,9 +205,9 @@ async def test_the_page_stops_waiting_at_its_deadline(
 ) -> None:
     """A target slower than the page's deadline (but within its own timeout) is shown late."""
     await _report(ui, daemon, {"query": "slow question", "signal": "other", "target": "sluggish"})
-    listed = await asyncio.to_thread(candidatespage.listing, daemon, None, 1)
+    listed = await asyncio.to_thread(candidatespage.listing, daemon.service, None, 1)
     started = time.monotonic()
-    (shown,) = await candidatespage.with_live(daemon, listed["rows"], deadline_s=0.3)
+    (shown,) = await candidatespage.with_live(daemon.service, listed["rows"], deadline_s=0.3)
     assert time.monotonic() - started < 2.0
     assert shown.live is not None
     assert (shown.live.outcome, shown.live.hits) == (candidatespage.LATE, [])
@@ -304,7 +304,7 @@ async def test_the_candidates_need_the_admin_token_as_the_api_does(
     await _report(ui, daemon, {"query": "who can read this", "signal": "other"})
     headers = {"authorization": f"Bearer {ADMIN}"} if auth == "bearer" else {}
     basic = auth if isinstance(auth, tuple) else None
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     async with httpx.AsyncClient(
         transport=transport, base_url="http://localhost", auth=basic
     ) as other:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragcanary.serve.ui.markdown import render, slug
-from ragcanary.serve.ui.runbookpage import href
+from ragcanary.serve.http.ui.markdown import render, slug
+from ragcanary.serve.http.ui.runbookpage import href
 
 
 def _html(text: str) -> str:

@@ -16,9 +16,9 @@ from alert_contract import CONTRACT
 from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.ui import casepage, fleet, render, runbookpage
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.http.ui import casepage, fleet, render, runbookpage
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -91,7 +91,7 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
 
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 
@@ -328,7 +328,7 @@ async def test_the_baselines_page_without_a_token_says_how_to_set_one(
     daemon = _daemon(tmp_path, retriever.url, None)
     try:
         first = await daemon.run_now(VENDOR)
-        transport = httpx.ASGITransport(create_app(daemon))
+        transport = httpx.ASGITransport(create_app(daemon.service))
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as ui:
             text = _page(await ui.get("/ui/baselines"))
             refused = await ui.post(
@@ -381,7 +381,7 @@ async def test_a_pin_form_whose_pair_is_json_nested_too_deep_pins_nothing(
 
 
 async def test_the_pages_add_no_write_route_but_the_pin_form(daemon: Daemon) -> None:
-    app = create_app(daemon)
+    app = create_app(daemon.service)
     writes = {
         (method, route.path)
         for route in app.routes

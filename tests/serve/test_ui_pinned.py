@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ragcanary.serve.ui.pinned import SHOWN_S, notice, redirect_query
+from ragcanary.serve.http.ui.pinned import SHOWN_S, notice, redirect_query
 
 TOKEN = "adm-pinned-5b1e"
 NOW = 1_800_000_000.0

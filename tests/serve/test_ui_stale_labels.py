@@ -16,9 +16,9 @@ from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.probe.target import make_client
-from ragcanary.serve.api import create_app
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
-from ragcanary.serve.index_checks import IndexChecks
+from ragcanary.serve.http.api import create_app
+from ragcanary.serve.stale.index_checks import IndexChecks
 from ragcanary.suites.loaded import load_config
 
 pytestmark = pytest.mark.anyio
@@ -122,7 +122,7 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
 
 @pytest.fixture
 async def ui(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(create_app(daemon))
+    transport = httpx.ASGITransport(create_app(daemon.service))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         yield client
 

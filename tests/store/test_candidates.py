@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ragcanary.serve.intake import query_key
+from ragcanary.serve.intake.queue import query_key
 from ragcanary.store.candidates import RECENT, CandidateStore, FailureReport
 from ragcanary.store.errors import StorageUnavailable
 from ragcanary.store.storage import Store

@@ -8,7 +8,8 @@ import pytest
 from test_storage import NOW, make_report
 
 from ragcanary.errors import UsageError
-from ragcanary.store.run_ids import AmbiguousRun, UnknownRun, resolve_run_id
+from ragcanary.store.errors import AmbiguousRun, UnknownRun
+from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
 
 FIRST = "c4fcf40e97184b1f9a0e6d2c1b7a5f30"

@@ -32,7 +32,7 @@ def run_demo(
         raise UsageError(
             "the demo retriever needs the demo extra: pip install 'ragcanary[demo]'"
         ) from None
-    from ragcanary.serve.httpserver import check_address
+    from ragcanary.serve.http.protocol import check_address
     from ragcanary.suites.loaded import load_config
 
     if mode not in MODES:
@@ -154,9 +154,9 @@ def serve(config_file: Path, environ: Mapping[str, str], run_for: float | None =
     import asyncio
 
     from ragcanary.logs import RedactSecrets, configure_logging
-    from ragcanary.serve.collector import raise_file_limit, tune_collector, tune_switching
     from ragcanary.serve.daemon import Daemon
-    from ragcanary.serve.httpserver import check_address
+    from ragcanary.serve.http.protocol import check_address
+    from ragcanary.serve.process_tuning import raise_file_limit, tune_collector, tune_switching
     from ragcanary.suites.loaded import load_config
 
     raise_file_limit()

@@ -27,7 +27,8 @@ def _store(loaded: LoadedConfig) -> Store:
 def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str | None) -> str:
     """`ragcanary baseline accept`: pin ``run_id`` (or the run a unique prefix of its id
     names), by default the latest successful run."""
-    from ragcanary.store.run_ids import UnknownRun, resolve_run_id
+    from ragcanary.store.errors import UnknownRun
+    from ragcanary.store.run_ids import resolve_run_id
 
     unknown = (
         f"--run {run_id}: no run of suite {suite!r} on target {target!r}; pick one from "

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from ragcanary.errors import UsageError
 from ragcanary.measure.comparison import compare_lists
 from ragcanary.reports.report import reason_lines
 
 _EPS = 1e-9
+
+
+class ForeignRun(UsageError):
+    """A run named for a diff belongs to another suite or target (API: 400)."""
 
 
 def _changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, float]]:

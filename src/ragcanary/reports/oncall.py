@@ -8,14 +8,10 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.cases import Case
-from ragcanary.reports.diff import diff_reports, run_summary
+from ragcanary.reports.diff import ForeignRun, diff_reports, run_summary
 from ragcanary.store import overview
 from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
-
-
-class ForeignRun(UsageError):
-    """A run named for a diff belongs to another suite or target (API: 400)."""
 
 
 def _report(store: Store, run_id: str, suite: str, target: str) -> dict[str, Any]:

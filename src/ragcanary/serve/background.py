@@ -6,8 +6,8 @@ import asyncio
 
 import structlog
 
-from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.intake import Intake, Recount
+from ragcanary.serve.intake.queue import Intake, Recount
+from ragcanary.serve.metrics.exporter import Exporter
 from ragcanary.store.keeper import RunKeeper
 
 log = structlog.get_logger("ragcanary")

@@ -26,22 +26,24 @@ from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
-from ragcanary.serve.apiserver import api_server
 from ragcanary.serve.background import flush_intake, keep_intake, keep_storing
-from ragcanary.serve.claims import Claim, adopt_tick, claim_tick, orphan_window
-from ragcanary.serve.config_export import config_hash, suite_pairs, ui_base_url
-from ragcanary.serve.connections import Connections
-from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.index_checks import IndexChecks
-from ragcanary.serve.intake import Intake, intake_settings
-from ragcanary.serve.jobs import JobKey, Jobs, job_triggers
-from ragcanary.serve.judging import Judge
-from ragcanary.serve.live_search import OnAnswer, search_now
-from ragcanary.serve.reloading import Changes, ReloadResult, compare
-from ragcanary.serve.replicas import HEARTBEAT_S, Replicas
-from ragcanary.serve.runlog import log_run
-from ragcanary.serve.shown_runs import ShownRuns
-from ragcanary.serve.stale_check import StaleLabels
+from ragcanary.serve.daemon_service import DaemonService
+from ragcanary.serve.http.server import api_server
+from ragcanary.serve.intake.queue import Intake, intake_settings
+from ragcanary.serve.metrics.config_export import config_hash, suite_pairs, ui_base_url
+from ragcanary.serve.metrics.exporter import Exporter
+from ragcanary.serve.replicas.claims import Claim, adopt_tick, claim_tick, orphan_window
+from ragcanary.serve.replicas.heartbeats import HEARTBEAT_S, Replicas
+from ragcanary.serve.replicas.shown_runs import ShownRuns
+from ragcanary.serve.schedule.connections import Connections
+from ragcanary.serve.schedule.jobs import JobKey, Jobs, job_triggers
+from ragcanary.serve.schedule.judging import Judge
+from ragcanary.serve.schedule.live_search import search_now
+from ragcanary.serve.schedule.reloading import Changes, ReloadResult, compare
+from ragcanary.serve.schedule.runlog import log_run
+from ragcanary.serve.service import OnAnswer
+from ragcanary.serve.stale.index_checks import IndexChecks
+from ragcanary.serve.stale.labels import StaleLabels
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.lock import Lock, acquire
@@ -100,6 +102,17 @@ class Daemon:
         )
         self._intake_task: asyncio.Task[None] | None = None
         self.shown = ShownRuns(self.keeper, self.exporter)
+        # What the API and the pages see of this daemon: reads, not its store or exporter.
+        self.service = DaemonService(
+            loaded=lambda: self.loaded,
+            keeper=self.keeper,
+            exporter=self.exporter,
+            intake=self.intake,
+            replicas=self.replicas,
+            next_runs=self.next_runs,
+            reload=self.reload,
+            search=self.search,
+        )
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
@@ -270,9 +283,9 @@ class Daemon:
         reloading.add_done_callback(self._sighups.discard)
 
     async def _start_server(self) -> None:
-        from ragcanary.serve.api import create_app
+        from ragcanary.serve.http.api import create_app
 
-        self.server = api_server(create_app(self), self.loaded.config.listen)
+        self.server = api_server(create_app(self.service), self.loaded.config.listen)
         self._server_task: asyncio.Task[None] | None = asyncio.create_task(self.server.serve())
         while not self.server.started:
             if self._server_task.done():
@@ -392,7 +405,7 @@ class Daemon:
             self._running.pop(key.id, None)
 
     async def _claim(self, key: JobKey) -> Claim | None:
-        """This replica's claim on the current tick of ``key`` (``serve.claims.claim_tick``)."""
+        """This replica's claim on the current tick of ``key`` (``replicas.claims.claim_tick``)."""
         assert self.replicas is not None
         trigger = self.jobs.trigger(key)
         return await claim_tick(
@@ -456,7 +469,7 @@ class Daemon:
         self, target: str, queries: list[str], depth: int, on_answer: OnAnswer
     ) -> None:
         """Ask ``target`` for each of ``queries`` now, on the runs' client and within their
-        limits (``serve.live_search``): the candidates page's live results."""
+        limits (``serve.schedule.live_search``): the candidates page's live results."""
         client, gate = self._client(target), self._gate(target)
         await search_now(self.loaded, target, client, gate, queries, depth, on_answer)
 

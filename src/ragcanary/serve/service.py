@@ -1,52 +1,103 @@
-"""What the HTTP API needs of the daemon: a narrow protocol, so neither imports the other."""
+"""What the HTTP API and the pages may ask of the daemon: a narrow protocol, and its vocabulary.
+
+The API and the pages (``serve.http``) see the daemon only as a ``Service``: they read runs,
+reports, diffs, histories, baselines, stale labels and candidates through its methods, never
+through the store, the run keeper or the exporter, and they never import the daemon. An
+import-linter contract in pyproject.toml keeps it so (``docs/architecture.md``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
 
-from ragcanary.serve.exporter import Exporter
-from ragcanary.serve.intake import Intake
-from ragcanary.serve.live_search import OnAnswer
-from ragcanary.serve.reloading import ReloadResult
-from ragcanary.serve.replicas import Replicas
-from ragcanary.store.keeper import RunKeeper
-from ragcanary.store.storage import Store
+from ragcanary.measure.results import Answer
+from ragcanary.serve.schedule.reloading import ReloadResult
 from ragcanary.suites.loaded import LoadedConfig
+
+OnAnswer = Callable[[int, Answer], None]  # a live search's answer to the query at that index
+Pair = tuple[str, str]  # (suite, target)
+Row = dict[str, Any]
+RunMark = tuple[str, datetime, str]  # a run's id, start (aware UTC) and outcome
+CandidateStatus = Literal["pending", "promoted", "dismissed"]
+
+
+class Refused(Exception):
+    """A failure report that cannot be taken: the HTTP status and the reason, for the caller."""
+
+    def __init__(self, status: int, reason: str, counted_as: str, retry_s: float = 0.0) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.counted_as = counted_as  # ragcanary_candidates_dropped_total{reason}
+        self.retry_s = retry_s  # for a 429: when the client may report again
+
+
+@dataclass(frozen=True)
+class DiffInputs:
+    """What a diff of two runs of a pair compares: their reports, the newest outage's summary
+    (None unless the later run was left to default and the newest run was unavailable), and
+    each case's relevant ids (grade above 0), to mark them."""
+
+    before: Row
+    after: Row
+    newest_outage: Row | None
+    relevant: dict[str, set[str]]
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """This daemon among its replicas (PostgreSQL storage), as ``/readyz`` shows it."""
+
+    replica_id: str
+    live: int  # the replicas seen alive lately, this one included
 
 
 class Service(Protocol):
-    """The running daemon as the API sees it (``serve.daemon.Daemon`` is one)."""
+    """The running daemon as the API and the pages see it (``serve.daemon_service`` makes it).
+
+    The reads of storage block: call them in a worker thread. Each raises ``StorageError``
+    when storage cannot answer; one given a run id raises ``UnknownRun`` when no stored run
+    has it (nor begins with it) and ``AmbiguousRun`` when several begin with it.
+    """
+
+    # -- the daemon ------------------------------------------------------------------------
 
     @property
     def loaded(self) -> LoadedConfig:
         """The config in force (it changes on reload)."""
         ...
 
-    @property
-    def exporter(self) -> Exporter: ...
+    def exposition(self) -> bytes:
+        """The /metrics text."""
+        ...
 
-    @property
-    def keeper(self) -> RunKeeper: ...
-
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def intake(self) -> Intake:
-        """The queue of the application's failure reports."""
+    async def writable(self, deadline_s: float) -> str | None:
+        """None when storage takes a write within ``deadline_s``, else why not (``/readyz``)."""
         ...
 
     @property
-    def replicas(self) -> Replicas | None:
+    def buffered_runs(self) -> int:
+        """Finished runs waiting for storage."""
+        ...
+
+    @property
+    def replica(self) -> ReplicaView | None:
         """This daemon among its replicas (PostgreSQL storage), else None."""
+        ...
+
+    def next_runs(self) -> list[Row]:
+        """The schedule: each job and its next run time."""
         ...
 
     async def reload(self) -> ReloadResult:
         """Load the config again; the old one keeps running when the new one is refused."""
         ...
 
-    def next_runs(self) -> list[dict[str, Any]]:
-        """The schedule: each job and its next run time."""
+    async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
+        """Pin ``run_id`` as the baseline of ``suite`` on ``target``."""
         ...
 
     async def search(
@@ -56,6 +107,131 @@ class Service(Protocol):
         answer)`` as each comes back (the candidates page's live results)."""
         ...
 
-    async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
-        """Pin ``run_id`` as the baseline of ``suite`` on ``target``."""
+    async def receive_report(
+        self, body: bytes, peer: str | None, forwarded_for: Sequence[str]
+    ) -> str:
+        """Queue the application's failure report in ``body`` from ``peer`` (and the proxies'
+        ``X-Forwarded-For``); its query as kept, redacted. ``Refused`` says why not."""
+        ...
+
+    # -- stored runs -----------------------------------------------------------------------
+
+    def runs(
+        self,
+        suite: str | None,
+        target: str | None,
+        limit: int,
+        outcome: str | None = None,
+        since: datetime | None = None,
+    ) -> list[Row]:
+        """Summaries of the newest runs first, of one suite, target or outcome if given."""
+        ...
+
+    def latest_run(
+        self,
+        suite: str,
+        target: str,
+        *,
+        outcome: str | None = None,
+        exclude_unavailable: bool = True,
+    ) -> Row | None:
+        """The summary of the pair's newest run (with ``outcome``, if given)."""
+        ...
+
+    def resolve_run(self, given: str) -> str:
+        """The stored run whose id is ``given`` or begins with it."""
+        ...
+
+    def report(self, run_id: str) -> Row | None:
+        """The report stored for ``run_id``, or None."""
+        ...
+
+    def run_heads(self, run_ids: Iterable[str]) -> dict[str, Row]:
+        """Each stored run's report without its cases, by run id."""
+        ...
+
+    def run_metrics(self, run_ids: Iterable[str]) -> dict[str, Row]:
+        """Each stored run's metrics, by run id."""
+        ...
+
+    def run_at(self, suite: str, target: str, at: datetime) -> str | None:
+        """The pair's run that started last at or before ``at``."""
+        ...
+
+    def neighbours(
+        self, suite: str, target: str, started_at: datetime, run_id: str
+    ) -> tuple[str | None, str | None]:
+        """The pair's runs just before and just after ``run_id``."""
+        ...
+
+    def recent_runs(self, suite: str, target: str, limit: int) -> list[Row]:
+        """The pair's newest runs' ids, starts and outcomes, newest first."""
+        ...
+
+    def day_runs(self, pairs: Iterable[Pair], since: datetime) -> dict[Pair, list[RunMark]]:
+        """Each pair's runs started at ``since`` or later, oldest first."""
+        ...
+
+    def newest_runs(self, pairs: Iterable[Pair], *, answered: bool = False) -> dict[Pair, RunMark]:
+        """Each pair's newest run (its newest answered one, if ``answered``)."""
+        ...
+
+    def baselines(self) -> list[Row]:
+        """Every pinned baseline: suite, target, run_id, set_at."""
+        ...
+
+    def baseline(self, suite: str, target: str) -> str | None:
+        """The run pinned as the pair's baseline, or None."""
+        ...
+
+    # -- diffs, histories, stale labels ------------------------------------------------------
+
+    def diff(self, suite: str, target: str, from_run: str | None, to_run: str | None) -> Row:
+        """What ``ragcanary diff`` shows: by default the baseline (else the previous run)
+        against the newest answered run. ``ForeignRun``: a run named is of another pair."""
+        ...
+
+    def diff_inputs(
+        self, suite: str, target: str, from_run: str | None, to_run: str | None
+    ) -> DiffInputs:
+        """What ``diff`` compares, chosen as it says."""
+        ...
+
+    def case_history(
+        self, suite: str, case_id: str, target: str | None, since: timedelta
+    ) -> list[Row]:
+        """One canary over ``since``: its verdict, outcome and relevant ids' ranks per run;
+        ``UsageError`` when the suite in force has no such case."""
+        ...
+
+    def case_rows(
+        self, suite: str, case_id: str, target: str | None, since: datetime | None
+    ) -> list[Row]:
+        """One canary's answer in every stored run of the suite since ``since``, oldest first."""
+        ...
+
+    def case_entries(self, run_ids: Iterable[str], case_id: str) -> dict[str, Row]:
+        """One canary's whole entry in each of the reports of ``run_ids``."""
+        ...
+
+    def stale_findings(
+        self, run_ids: Iterable[str]
+    ) -> dict[str, tuple[list[Row] | None, Row | None]]:
+        """Each run's stale labels and index lookup, as its report keeps them."""
+        ...
+
+    # -- candidates ------------------------------------------------------------------------
+
+    def candidates(
+        self, status: CandidateStatus | None, signal: str | None, since: datetime | None
+    ) -> list[Row]:
+        """Candidates, the most reported first."""
+        ...
+
+    def pending_page(self, signal: str | None, limit: int, offset: int) -> tuple[list[Row], int]:
+        """One page of the pending candidates, and how many there are in all."""
+        ...
+
+    def candidate(self, candidate_id: int) -> Row | None:
+        """One candidate, whatever its status, with its kept reports."""
         ...

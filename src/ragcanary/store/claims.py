@@ -93,7 +93,7 @@ class ClaimsMixin:
         """Ticks claimed between ``since`` and ``until`` by a replica not in ``live`` whose run
         was never stored (it died in the middle): job, tick and the dead claimant. When it was
         claimed, not the tick, says how long ago it ran: a job fires up to an interval after
-        the grid point that names its tick (``serve.replicas``)."""
+        the grid point that names its tick (``serve.schedule.grid``)."""
         query = select(claims.c.job, claims.c.tick, claims.c.replica_id).where(
             claims.c.claimed_at >= aware(since, "since"),
             claims.c.claimed_at <= aware(until, "until"),

@@ -40,7 +40,7 @@ def acquire(storage_url: str) -> Lock:
             return _NoLock()
         path = Path(url.database)
         return _FileLock.acquire(path.with_name(path.name + ".lock"), shown)
-    return _NoLock()  # PostgreSQL: replicas share the work through serve/replicas.py
+    return _NoLock()  # PostgreSQL: replicas share the work through serve/replicas/
 
 
 class _NoLock:

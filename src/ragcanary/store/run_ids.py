@@ -12,25 +12,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ragcanary.errors import UsageError
+from ragcanary.store.errors import AmbiguousRun, UnknownRun
 from ragcanary.store.schema import runs
 from ragcanary.store.storage import Store
 
 MIN_PREFIX = 8  # characters: what `run` prints (12) and git's habit (7) both clear it
 SHOWN = 10  # candidates an ambiguous prefix lists
 _PICK = "pick one from `ragcanary runs` or GET /api/v1/runs"
-
-
-class UnknownRun(UsageError):
-    """No stored run has that id, nor begins with it (API: 404)."""
-
-
-class AmbiguousRun(UsageError):
-    """Several stored runs begin with the prefix given (API: 400); ``candidates``: their ids."""
-
-    def __init__(self, message: str, candidates: list[str]) -> None:
-        super().__init__(message)
-        self.candidates = candidates
 
 
 def resolve_run_id(store: Store, given: str) -> str:

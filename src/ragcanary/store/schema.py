@@ -147,7 +147,7 @@ baselines = Table(
     Column("set_at", UTCDateTime(), nullable=False),
 )
 
-# Replicas of `ragcanary serve` on one PostgreSQL database (serve/replicas.py): each writes
+# Replicas of `ragcanary serve` on one PostgreSQL database (serve/replicas/): each writes
 # its row every few seconds; those seen recently are alive and share the jobs.
 replicas = Table(
     "replicas",

@@ -1,0 +1,216 @@
+"""The daemon's parts behind the ``Service`` protocol: what the API and the pages read and ask."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+
+from ragcanary.errors import UsageError
+from ragcanary.reports.oncall import case_history, diff_runs, relevant_ids, run_diff
+from ragcanary.serve.intake.queue import Intake
+from ragcanary.serve.metrics.exporter import Exporter
+from ragcanary.serve.replicas.heartbeats import Replicas
+from ragcanary.serve.schedule.reloading import ReloadResult
+from ragcanary.serve.service import (
+    CandidateStatus,
+    DiffInputs,
+    OnAnswer,
+    Pair,
+    ReplicaView,
+    Row,
+    RunMark,
+)
+from ragcanary.store import overview
+from ragcanary.store.candidates import CandidateStore
+from ragcanary.store.keeper import RunKeeper
+from ragcanary.store.run_ids import resolve_run_id
+from ragcanary.store.storage import Store
+from ragcanary.suites.loaded import LoadedConfig
+
+
+class DaemonService:
+    """A ``serve.service.Service`` over one daemon's store, keeper, exporter and intake.
+
+    Every read goes to storage as it is asked: nothing is cached here, so what the API and
+    the pages say is what storage holds (any replica answers alike).
+    """
+
+    def __init__(
+        self,
+        *,
+        loaded: Callable[[], LoadedConfig],
+        keeper: RunKeeper,
+        exporter: Exporter,
+        intake: Intake,
+        replicas: Replicas | None,
+        next_runs: Callable[[], list[Row]],
+        reload: Callable[[], Awaitable[ReloadResult]],
+        search: Callable[[str, list[str], int, OnAnswer], Awaitable[None]],
+    ) -> None:
+        self._loaded = loaded
+        self._keeper = keeper
+        self._exporter = exporter
+        self._intake = intake
+        self._replicas = replicas
+        self._next_runs = next_runs
+        self._reload = reload
+        self._search = search
+
+    @property
+    def _store(self) -> Store:
+        return self._keeper.store
+
+    # -- the daemon ------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> LoadedConfig:
+        return self._loaded()
+
+    def exposition(self) -> bytes:
+        return self._exporter.exposition()
+
+    async def writable(self, deadline_s: float) -> str | None:
+        return await self._keeper.writable(deadline_s)
+
+    @property
+    def buffered_runs(self) -> int:
+        return self._keeper.pending
+
+    @property
+    def replica(self) -> ReplicaView | None:
+        if self._replicas is None:
+            return None
+        return ReplicaView(self._replicas.replica_id, len(self._replicas.live))
+
+    def next_runs(self) -> list[Row]:
+        return self._next_runs()
+
+    async def reload(self) -> ReloadResult:
+        return await self._reload()
+
+    async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
+        await self._keeper.set_baseline(suite, target, run_id)
+
+    async def search(
+        self, target: str, queries: list[str], depth: int, on_answer: OnAnswer
+    ) -> None:
+        await self._search(target, queries, depth, on_answer)
+
+    async def receive_report(
+        self, body: bytes, peer: str | None, forwarded_for: Sequence[str]
+    ) -> str:
+        client = self._intake.client(peer, forwarded_for)
+        targets = list(self.loaded.config.targets)
+        return (await self._intake.receive(body, targets, client)).query
+
+    # -- stored runs -----------------------------------------------------------------------
+
+    def runs(
+        self,
+        suite: str | None,
+        target: str | None,
+        limit: int,
+        outcome: str | None = None,
+        since: datetime | None = None,
+    ) -> list[Row]:
+        return self._store.list_runs(suite, target, limit, outcome, since)
+
+    def latest_run(
+        self,
+        suite: str,
+        target: str,
+        *,
+        outcome: str | None = None,
+        exclude_unavailable: bool = True,
+    ) -> Row | None:
+        return self._store.latest_run(
+            suite, target, outcome=outcome, exclude_unavailable=exclude_unavailable
+        )
+
+    def resolve_run(self, given: str) -> str:
+        return resolve_run_id(self._store, given)
+
+    def report(self, run_id: str) -> Row | None:
+        return self._store.get_report(run_id)
+
+    def run_heads(self, run_ids: Iterable[str]) -> dict[str, Row]:
+        return overview.run_heads(self._store, run_ids)
+
+    def run_metrics(self, run_ids: Iterable[str]) -> dict[str, Row]:
+        return overview.run_metrics(self._store, run_ids)
+
+    def run_at(self, suite: str, target: str, at: datetime) -> str | None:
+        return overview.run_at(self._store, suite, target, at)
+
+    def neighbours(
+        self, suite: str, target: str, started_at: datetime, run_id: str
+    ) -> tuple[str | None, str | None]:
+        return overview.neighbours(self._store, suite, target, started_at, run_id)
+
+    def recent_runs(self, suite: str, target: str, limit: int) -> list[Row]:
+        return overview.recent_runs(self._store, suite, target, limit)
+
+    def day_runs(self, pairs: Iterable[Pair], since: datetime) -> dict[Pair, list[RunMark]]:
+        return overview.day_runs(self._store, pairs, since)
+
+    def newest_runs(self, pairs: Iterable[Pair], *, answered: bool = False) -> dict[Pair, RunMark]:
+        return overview.newest_runs(self._store, pairs, answered=answered)
+
+    def baselines(self) -> list[Row]:
+        return self._store.baselines()
+
+    def baseline(self, suite: str, target: str) -> str | None:
+        return self._store.get_baseline(suite, target)
+
+    # -- diffs, histories, stale labels ------------------------------------------------------
+
+    def diff(self, suite: str, target: str, from_run: str | None, to_run: str | None) -> Row:
+        in_force = self.loaded  # one config for the whole answer, whatever a reload does
+        config = in_force.config.suites.get(suite)
+        loaded = in_force.suites.get(suite)
+        depth = config.depth if config is not None else None
+        relevant = relevant_ids(loaded.cases) if loaded is not None else None
+        return run_diff(self._store, suite, target, from_run, to_run, depth, relevant)
+
+    def diff_inputs(
+        self, suite: str, target: str, from_run: str | None, to_run: str | None
+    ) -> DiffInputs:
+        loaded = self.loaded.suites.get(suite)
+        relevant = relevant_ids(loaded.cases) if loaded is not None else {}
+        before, after, outage = diff_runs(self._store, suite, target, from_run, to_run)
+        return DiffInputs(before, after, outage, relevant)
+
+    def case_history(
+        self, suite: str, case_id: str, target: str | None, since: timedelta
+    ) -> list[Row]:
+        loaded = self.loaded.suites.get(suite)
+        case = loaded.by_id.get(case_id) if loaded is not None else None
+        if case is None:  # removed by a reload since the caller looked
+            raise UsageError(f"no case {case_id!r} in suite {suite!r}")
+        return case_history(self._store, suite, case, target, since)
+
+    def case_rows(
+        self, suite: str, case_id: str, target: str | None, since: datetime | None
+    ) -> list[Row]:
+        return self._store.case_history(suite, case_id, target=target, since=since)
+
+    def case_entries(self, run_ids: Iterable[str], case_id: str) -> dict[str, Row]:
+        return overview.case_entries(self._store, run_ids, case_id)
+
+    def stale_findings(
+        self, run_ids: Iterable[str]
+    ) -> dict[str, tuple[list[Row] | None, Row | None]]:
+        return overview.stale_findings(self._store, run_ids)
+
+    # -- candidates ------------------------------------------------------------------------
+
+    def candidates(
+        self, status: CandidateStatus | None, signal: str | None, since: datetime | None
+    ) -> list[Row]:
+        return CandidateStore(self._store).list(status, signal, since)
+
+    def pending_page(self, signal: str | None, limit: int, offset: int) -> tuple[list[Row], int]:
+        return CandidateStore(self._store).pending_page(signal, limit, offset)
+
+    def candidate(self, candidate_id: int) -> Row | None:
+        return CandidateStore(self._store).get(candidate_id)

@@ -1,0 +1,1 @@
+"""Failure reports from the application: who sent them, what they may hold, redacted and queued."""

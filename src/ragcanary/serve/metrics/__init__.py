@@ -1,0 +1,1 @@
+"""The Prometheus exporter: metric families, the cached exposition, what it shows of the config."""

@@ -1,0 +1,413 @@
+"""The daemon's Prometheus metrics (docs/metrics.md), kept in one explicit registry."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
+
+import ragcanary
+from ragcanary.measure.results import ANSWERED, OUTCOMES
+from ragcanary.reports.report import config_failure
+from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
+from ragcanary.serve.metrics.families import (
+    CANDIDATE_SIGNALS,
+    CAUSES,
+    PairFamilies,
+    ProcessFamilies,
+)
+
+RUN_OUTCOMES = ("ok", "regression", "unavailable")
+
+Pair = tuple[str, str]  # (suite, target)
+Labels = tuple[str, ...]  # label values after suite and target
+Series = tuple[MetricWrapperBase, Labels]
+Setting = tuple[Gauge, Labels]  # a gauge series of one pair, as a key of the values to set
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+@dataclass(frozen=True)
+class SuitePairs:
+    """What the exporter needs to know of one configured suite to lay out its series."""
+
+    targets: tuple[str, ...]
+    ks: tuple[int, ...]
+    per_case_metrics: bool = False
+    case_ids: tuple[str, ...] = ()  # in suite order; the per-case cap keeps the first ones
+    # What the verdict compares with (``max_drop``, ``min_coverage``, floors as ``hit_rate@5``),
+    # exported so alert rules read the suite's own limits instead of copies of the defaults.
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    interval_seconds: float | None = None  # the schedule's interval (cron: its median gap)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    ks: frozenset[str]
+    cases: frozenset[str]  # cases admitted to per-case series (empty when not opted in)
+
+
+def per_case_admission(spec: SuitePairs, limit: int) -> tuple[tuple[str, ...], int]:
+    """The cases that get per-case series under ``limit`` series, and how many series are dropped.
+
+    A case costs one series per k (``case_hit_rate``) plus one (``case_rr``); cases are
+    admitted whole, in suite order, so a dashboard never shows half a canary.
+    """
+    if not spec.per_case_metrics:
+        return (), 0
+    cases = tuple(dict.fromkeys(spec.case_ids))
+    cost = len(set(spec.ks)) + 1
+    admitted = cases[: max(0, limit) // cost]
+    return admitted, (len(cases) - len(admitted)) * cost
+
+
+class Exporter:
+    """Every ``ragcanary_*`` series of the daemon; fed with configs and run reports, scraped as is.
+
+    Counters and histograms exist at 0 as soon as a suite is loaded. Quality gauges appear
+    with the first answered run and, during an outage, keep the value of the last one.
+
+    Each pair's series live in a registry of their own (``serve.metrics.exposition``), so that
+    ``exposition()`` renders again only the pairs that changed; ``registry`` shows them all
+    merged, as one registry would.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        version: str = ragcanary.__version__,
+        per_case_limit: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        # A fresh registry by default: the global one would leak series between tests and
+        # between exporters in one process.
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._per_case_limit = per_case_limit
+        self._clock = clock
+        self._layouts: dict[Pair, _Layout] = {}
+        self._series: dict[Pair, set[Series]] = {}
+        self._base = CollectorRegistry()  # the series that belong to no pair
+        self._pairs: dict[Pair, PairSeries] = {}
+        self.registry.register(MergedCollector(self._base, self._pairs))
+
+        self._f = PairFamilies()
+        self._p = ProcessFamilies(self._base, version)
+        self._info: dict[Gauge, str | None] = {}  # the URL each info gauge shows
+
+    def load(
+        self,
+        pairs: Mapping[str, SuitePairs],
+        *,
+        config_hash: str | None = None,
+        ui_url: str | None = None,
+        runbook_url: str | None = None,
+    ) -> None:
+        """Lay out the series of the configured suites; forget those no longer configured.
+
+        Called at start and on every accepted reload. Counters keep their values for pairs
+        that stay; series of a k, case, threshold or pair that left the configuration are
+        removed. ``config_hash`` replaces the one ``ragcanary_config_hash`` shows.
+        ``ui_url`` is the base URL ``ragcanary_ui_info`` shows, ``runbook_url`` the one
+        ``ragcanary_runbook_info`` shows; None exports no such series.
+        """
+        if config_hash is not None:
+            self._p.config_hash.clear()
+            self._p.config_hash.labels(config_hash).set(1)
+        self._set_info(self._p.ui_info, ui_url)
+        self._set_info(self._p.runbook_info, runbook_url)
+        wanted = {(suite, target): spec for suite, spec in pairs.items() for target in spec.targets}
+        for pair in set(self._layouts) - set(wanted):
+            del self._layouts[pair]
+            self._series.pop(pair, None)
+            del self._pairs[pair]
+        for pair, spec in wanted.items():
+            if pair not in self._pairs:
+                self._pairs[pair] = PairSeries(self._f.factories)
+            admitted, dropped = per_case_admission(spec, self._per_case_limit)
+            layout = _Layout(frozenset(str(k) for k in spec.ks), frozenset(admitted))
+            self._layouts[pair] = layout
+            self._prune(pair, layout)
+            for outcome in RUN_OUTCOMES:
+                self._child(self._f.runs, pair, outcome)
+            self._child(self._f.skipped, pair)
+            for query_outcome in OUTCOMES:
+                self._child(self._f.queries, pair, query_outcome)
+            for cause in CAUSES:
+                self._child(self._f.diagnosis, pair, cause)
+            self._child(self._f.query_duration, pair)
+            self._child(self._f.run_duration, pair)
+            if spec.per_case_metrics:
+                self._child(self._f.case_dropped, pair).set(dropped)
+            else:
+                self._remove(pair, lambda metric, labels: metric is self._f.case_dropped)
+            self._load_settings(pair, spec)
+
+    def _set_info(self, gauge: Gauge, url: str | None) -> None:
+        """Show ``url`` in the info ``gauge`` (``{url}``), in place of the previous one."""
+        shown = self._info.get(gauge)
+        if url == shown:
+            return  # unchanged: no scrape may catch the series missing
+        if shown is not None:
+            gauge.remove(shown)
+        if url is not None:
+            gauge.labels(url).set(1)
+        self._info[gauge] = url
+
+    def _load_settings(self, pair: Pair, spec: SuitePairs) -> None:
+        """Export the pair's thresholds and interval; drop those the new config no longer has."""
+        thresholds = {name: float(v) for name, v in spec.thresholds.items() if math.isfinite(v)}
+        self._remove(
+            pair,
+            lambda metric, labels: (
+                (metric is self._f.threshold and labels[0] not in thresholds)
+                or (metric is self._f.interval and spec.interval_seconds is None)
+            ),
+        )
+        for name, threshold in thresholds.items():
+            self._child(self._f.threshold, pair, name).set(threshold)
+        if spec.interval_seconds is not None:
+            self._child(self._f.interval, pair).set(spec.interval_seconds)
+
+    def observe_run(self, report: Mapping[str, Any], *, counted: bool = True) -> None:
+        """Account one run from its report dict (``ragcanary.reports.report.to_report``).
+
+        ``counted=False`` (a run another replica ran) sets the gauges only: counters and
+        histograms count what this process did, and rules sum them over replicas.
+
+        An ``unavailable`` run moves only coverage, counters, durations and the last-run time:
+        the quality gauges keep what the last answered run measured, because an outage says
+        nothing about retrieval quality. Reports of pairs not loaded (a run that finished
+        after a reload removed its suite) are ignored so removed series stay removed.
+        """
+        pair = (str(report.get("suite")), str(report.get("target")))
+        layout = self._layouts.get(pair)
+        if layout is None:
+            return
+        outcome = report.get("outcome")
+        cases = [c for c in report.get("cases") or () if isinstance(c, Mapping)]
+        if counted:
+            self._count(pair, report, cases)
+        coverage = _number(report.get("coverage"))
+        if coverage is not None:
+            self._child(self._f.coverage, pair).set(coverage)
+        finished = _finished_at(report) or self._clock()
+        self._child(self._f.last_run, pair).set(finished)
+        if outcome in ("ok", "regression"):
+            self._child(self._f.last_success, pair).set(finished)
+            self._observe_quality(pair, layout, report, cases)
+        if outcome in RUN_OUTCOMES:
+            # Answers its config cannot read are no outage: the alerts tell them apart by this.
+            named = None
+            if outcome == "unavailable":
+                named = "config" if config_failure(report) else "outage"
+            for cause in CAUSES:
+                self._child(self._f.diagnosis, pair, cause).set(1 if cause == named else 0)
+        # The pair's text is rendered now, as its run ends, not by the next scrape: at 200
+        # pairs a scrape would otherwise render every pair that ran since the one before, tens
+        # of milliseconds on a busy event loop (docs/performance.md, "Scale of one daemon").
+        self._pairs[pair].families()
+
+    def _count(self, pair: Pair, report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> None:
+        outcome = report.get("outcome")
+        if outcome in RUN_OUTCOMES:
+            self._child(self._f.runs, pair, str(outcome)).inc()
+        for query_outcome, count in _query_counts(report, cases).items():
+            if query_outcome in OUTCOMES and count > 0:
+                self._child(self._f.queries, pair, query_outcome).inc(count)
+        for case in cases:
+            latency = _number(case.get("latency_s"))
+            if latency is not None and latency >= 0 and case.get("outcome", "ok") in ANSWERED:
+                self._child(self._f.query_duration, pair).observe(latency)
+        duration = _number(report.get("duration_s"))
+        if duration is not None and duration >= 0:
+            self._child(self._f.run_duration, pair).observe(duration)
+
+    def exposition(self) -> bytes:
+        """What ``generate_latest(self.registry)`` renders, re-rendering only changed pairs."""
+        return join_text(generate_latest(self._base), list(self._pairs.values()))
+
+    def count_overlap(self, suite: str, target: str) -> None:
+        """Count a scheduled run skipped because the previous one of its job still ran."""
+        if (suite, target) in self._layouts:
+            self._child(self._f.skipped, (suite, target)).inc()
+
+    def set_buffered_runs(self, runs: int) -> None:
+        """Record how many runs wait for storage."""
+        self._p.buffered.set(runs)
+
+    def count_storage_error(self, operation: str) -> None:
+        """Count one failed storage call (``operation``: read, write or check), or one line or
+        file of the spool that could not be read (``spool``)."""
+        self._p.storage_errors.labels(operation).inc()
+
+    def count_candidate(self, signal: str) -> None:
+        """Count one failure report taken (``signal``: thumbs_down, rephrased, ...)."""
+        self._p.candidates_received.labels(signal).inc()
+
+    def count_dropped_candidates(self, reason: str, count: int = 1) -> None:
+        """Count failure reports refused or dropped for ``reason``."""
+        self._p.candidates_dropped.labels(reason).inc(count)
+
+    def set_candidates_pending(self, by_signal: Mapping[str, int]) -> None:
+        """How many candidates wait for review, per signal they were reported with."""
+        for signal in CANDIDATE_SIGNALS:
+            self._p.candidates_pending.labels(signal).set(by_signal.get(signal, 0))
+
+    def set_reload_result(self, ok: bool) -> None:
+        """Record whether the last configuration reload was accepted."""
+        self._p.reload_ok.set(1 if ok else 0)
+
+    def _observe_quality(
+        self,
+        pair: Pair,
+        layout: _Layout,
+        report: Mapping[str, Any],
+        cases: list[Mapping[str, Any]],
+    ) -> None:
+        values = {
+            series: value
+            for series, value in self._quality(report, cases)
+            if value is not None and self._fits(layout, *series)
+        }
+        # An answered run states the whole quality picture: what it does not measure (no
+        # baseline any more, a metric with no labelled case answered) must not linger.
+        self._remove(pair, lambda m, labels: m in self._f.aggregates and (m, labels) not in values)
+        for case in cases:
+            values.update(self._case_values(layout, case))
+        for (metric, labels), value in values.items():
+            self._child(metric, pair, *labels).set(value)
+
+    def _quality(
+        self, report: Mapping[str, Any], cases: list[Mapping[str, Any]]
+    ) -> Iterable[tuple[Setting, float | None]]:
+        for key, value in _mapping(report.get("metrics")).items():
+            name, _, k = str(key).partition("@")
+            if k and name in self._f.cut_off:
+                yield (self._f.cut_off[name], (k,)), _number(value)
+            elif key == "mrr":
+                yield (self._f.mrr, ()), _number(value)
+        yield (self._f.top_score, ()), _mean_top_score(cases)
+        failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
+        leaks = {f.get("case") for f in failures if f.get("kind") == "negative_leak"}
+        yield (self._f.leaks, ()), float(len(leaks))
+        yield (self._f.regression, ()), 1.0 if report.get("outcome") == "regression" else 0.0
+        stale = report.get("stale_labels")
+        if isinstance(stale, list):  # None: not enough runs yet to tell
+            yield (self._f.stale_labels, ()), float(len(stale))
+        baseline = report.get("baseline")
+        if not isinstance(baseline, Mapping):
+            return
+        yield (self._f.rank_overlap, ()), _number(baseline.get("rank_overlap"))
+        yield (self._f.score_drift, ()), _number(baseline.get("score_drift"))
+        yield (self._f.drifted_ratio, ()), _number(baseline.get("score_drifted_ratio"))
+        yield (self._f.embedding_drift, ()), _number(baseline.get("embedding_drift"))
+        yield (self._f.embedding_changed, ()), _number(baseline.get("embedding_changed_ratio"))
+        for metric, delta in _mapping(baseline.get("deltas")).items():
+            yield (self._f.baseline_delta, (str(metric),)), _number(delta)
+        regressions = [r for r in report.get("regressions") or () if isinstance(r, Mapping)]
+        yield (self._f.regressed, ()), float(len({r.get("case") for r in regressions}))
+
+    def _case_values(self, layout: _Layout, case: Mapping[str, Any]) -> dict[Setting, float]:
+        case_id = str(case.get("id"))
+        if case_id not in layout.cases:
+            return {}
+        values: dict[Setting, float] = {}
+        for key, raw in _mapping(case.get("metrics")).items():
+            name, _, k = str(key).partition("@")
+            value = _number(raw)
+            if value is None:
+                continue
+            if name == "hit_rate" and k in layout.ks:
+                values[(self._f.case_hit_rate, (case_id, k))] = value
+            elif key == "rr":
+                values[(self._f.case_rr, (case_id,))] = value
+        return values
+
+    def _fits(self, layout: _Layout, metric: MetricWrapperBase, labels: Labels) -> bool:
+        """Whether a series still belongs to the configuration in ``layout``."""
+        if metric in self._f.cut_off.values():
+            return labels[0] in layout.ks
+        if metric is self._f.baseline_delta:
+            _, at, k = labels[0].partition("@")
+            return not at or k in layout.ks
+        if metric is self._f.case_hit_rate:
+            return labels[0] in layout.cases and labels[1] in layout.ks
+        if metric is self._f.case_rr:
+            return labels[0] in layout.cases
+        return True
+
+    def _child(self, metric: M, pair: Pair, *labels: str) -> M:
+        """The labelled child of ``metric`` for ``pair``, remembered so reloads can remove it."""
+        self._series.setdefault(pair, set()).add((metric, labels))
+        series = self._pairs[pair]
+        series.changed()  # the caller is about to set it
+        return cast(M, series.metrics[metric]).labels(*pair, *labels)
+
+    def _prune(self, pair: Pair, layout: _Layout) -> None:
+        """Remove the series of ``pair`` that a reload took out of its configuration."""
+        self._remove(pair, lambda metric, labels: not self._fits(layout, metric, labels))
+
+    def _remove(self, pair: Pair, doomed: Callable[[MetricWrapperBase, Labels], bool]) -> None:
+        owned = self._series.get(pair, set())
+        series = self._pairs[pair]
+        for metric, labels in [s for s in owned if doomed(*s)]:
+            series.metrics[metric].remove(*pair, *labels)
+            series.changed()
+            owned.discard((metric, labels))
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for anything else (null, NaN, text, booleans)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _query_counts(report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> dict[str, int]:
+    """Queries per outcome: the report's own counts, else counted from its cases."""
+    counts = _mapping(_mapping(report.get("counts")).get("outcomes"))
+    if counts:
+        return {str(o): int(n) for o, n in counts.items() if _number(n) is not None}
+    tally: dict[str, int] = {}
+    for case in cases:
+        outcome = str(
+            case.get("outcome") or ("ok" if case.get("error") is None else "bad_response")
+        )
+        tally[outcome] = tally.get(outcome, 0) + 1
+    return tally
+
+
+def _mean_top_score(cases: list[Mapping[str, Any]]) -> float | None:
+    """Mean top-1 score of the answered cases that returned a scored first hit."""
+    tops = [
+        top
+        for case in cases
+        if case.get("outcome", "ok") in ANSWERED and case.get("scores")
+        for top in [_number(case["scores"][0])]
+        if top is not None
+    ]
+    return sum(tops) / len(tops) if tops else None
+
+
+def _finished_at(report: Mapping[str, Any]) -> float | None:
+    """Unix time the run finished: its start plus its duration, when the report has both."""
+    started = report.get("started_at")
+    if not isinstance(started, str):
+        return None
+    try:
+        at = datetime.fromisoformat(started)
+    except ValueError:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)  # reports are written in UTC
+    return at.timestamp() + (_number(report.get("duration_s")) or 0.0)

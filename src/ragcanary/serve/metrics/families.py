@@ -1,0 +1,226 @@
+"""The daemon's metric families (docs/metrics.md): each pair's templates, and the process's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+# A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
+QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# spool: a line or file of the spool that a start could not read (skipped, kept as .bad).
+STORAGE_OPERATIONS = ("read", "write", "check", "spool")
+# serve/intake/queue.py's signals and the reasons it refuses or drops a report for.
+CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
+# The causes of ragcanary_diagnosis a run names today: why it was unavailable. An answered run
+# sets both to 0 (causes that explain a regression are not named yet).
+CAUSES = ("outage", "config")
+CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap", "unstorable")
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class PairFamilies:
+    """Every family with a series per (suite, target): templates registered nowhere, and in
+    ``factories`` the way to make each pair's copy in the pair's own registry."""
+
+    def __init__(self) -> None:
+        self.factories: dict[MetricWrapperBase, Callable[[CollectorRegistry], Any]] = {}
+        self.cut_off = {
+            "hit_rate": self._gauge("hit_rate", "Weighted Hit@k of the last answered run.", "k"),
+            "ndcg": self._gauge("ndcg", "Weighted NDCG@k of the last answered run.", "k"),
+            "recall": self._gauge("recall", "Weighted Recall@k of the last answered run.", "k"),
+            "precision": self._gauge(
+                "precision", "Weighted Precision@k of the last answered run.", "k"
+            ),
+        }
+        self.mrr = self._gauge("mrr", "Weighted mean reciprocal rank of the last answered run.")
+        self.rank_overlap = self._gauge("rank_overlap", "Mean RBO of the top-k vs the baseline.")
+        self.score_drift = self._gauge(
+            "score_drift", "Mean absolute score delta of ids in both the run and the baseline."
+        )
+        self.drifted_ratio = self._gauge(
+            "score_drifted_ratio", "Share of (case, id) pairs whose score moved over the threshold."
+        )
+        self.top_score = self._gauge("top_score", "Mean top-1 score of the answered cases.")
+        self.embedding_drift = self._gauge(
+            "embedding_drift", "1 - mean cosine of the query vectors with the baseline's."
+        )
+        self.embedding_changed = self._gauge(
+            "embedding_changed_ratio",
+            "Share of canaries whose query vector moved (cosine < 0.999).",
+        )
+        self.baseline_delta = self._gauge(
+            "baseline_delta", "Aggregate metric of the last run minus the baseline's.", "metric"
+        )
+        self.regressed = self._gauge(
+            "regressed_cases", "Cases that scored worse than in the baseline."
+        )
+        self.stale_labels = self._gauge(
+            "stale_labels", "Relevant ids no canary got back in the suite's stale_label_runs."
+        )
+        self.leaks = self._gauge(
+            "negative_leaks", "Negative canaries that scored at or over max_score."
+        )
+        self.regression = self._gauge(
+            "regression", "1 when the last answered run was a regression."
+        )
+        self.coverage = self._gauge(
+            "coverage_ratio", "Answered cases over all cases of the last run."
+        )
+        self.runs = self._per_pair(
+            Counter,
+            "ragcanary_runs_total",
+            "Runs by outcome (ok, regression, unavailable).",
+            "outcome",
+        )
+        self.skipped = self._per_pair(
+            Counter,
+            "ragcanary_runs_skipped_total",
+            "Scheduled runs skipped because the previous run of the job was still going.",
+        )
+        self.queries = self._per_pair(
+            Counter, "ragcanary_queries_total", "Canary queries by outcome.", "outcome"
+        )
+        self.query_duration = self._per_pair(
+            Histogram,
+            "ragcanary_query_duration_seconds",
+            "Latency of answered canary queries.",
+            buckets=QUERY_BUCKETS,
+        )
+        self.run_duration = self._per_pair(
+            Histogram,
+            "ragcanary_run_duration_seconds",
+            "Wall time of a whole run.",
+            buckets=RUN_BUCKETS,
+        )
+        self.last_run = self._gauge("last_run_timestamp_seconds", "When the last run finished.")
+        self.last_success = self._gauge(
+            "last_success_timestamp_seconds", "When the last run that was not unavailable finished."
+        )
+        self.case_hit_rate = self._gauge(
+            "case_hit_rate", "Hit@k of one canary in its last answered run.", "case", "k"
+        )
+        self.case_rr = self._gauge(
+            "case_rr", "Reciprocal rank of one canary in its last answered run.", "case"
+        )
+        self.case_dropped = self._gauge(
+            "case_series_dropped", "Per-case series not exported because of the per-case cap."
+        )
+        self.threshold = self._gauge(
+            "threshold", "A threshold of the suite's verdict (max_drop, floors, ...).", "name"
+        )
+        self.diagnosis = self._gauge(
+            "diagnosis",
+            "1 for the cause the last run names (outage: the target did not answer; config: it"
+            " answered, but the response paths fit none of its answers), 0 for the others.",
+            "cause",
+        )
+        self.interval = self._gauge(
+            "interval_seconds", "The schedule's interval between runs (cron: the median gap)."
+        )
+        self.aggregates: frozenset[MetricWrapperBase] = frozenset(
+            {
+                *self.cut_off.values(),
+                self.mrr,
+                self.rank_overlap,
+                self.score_drift,
+                self.drifted_ratio,
+                self.top_score,
+                self.embedding_drift,
+                self.embedding_changed,
+                self.baseline_delta,
+                self.regressed,
+                self.leaks,
+                self.regression,
+                self.stale_labels,
+            }
+        )
+
+    def _per_pair(self, kind: type[M], name: str, doc: str, *labels: str, **options: Any) -> M:
+        make = partial(kind, name, doc, ("suite", "target", *labels), **options)
+        template = make(registry=None)
+        self.factories[template] = lambda registry: make(registry=registry)
+        return template
+
+    def _gauge(self, name: str, doc: str, *extra: str) -> Gauge:
+        return self._per_pair(Gauge, f"ragcanary_{name}", doc, *extra)
+
+
+class ProcessFamilies:
+    """The families of the process as a whole (build, reloads, storage, failure reports)."""
+
+    def __init__(self, registry: CollectorRegistry, version: str) -> None:
+        self.reload_ok = Gauge(
+            "ragcanary_config_last_reload_successful",
+            "1 when the last configuration reload was accepted.",
+            registry=registry,
+        )
+        # The process only starts with a valid configuration.
+        self.reload_ok.set(1)
+        build = Gauge(
+            "ragcanary_build_info",
+            "Always 1; the version is a label.",
+            ("version",),
+            registry=registry,
+        )
+        build.labels(version).set(1)
+        self.buffered = Gauge(
+            "ragcanary_storage_buffered_runs",
+            "Runs waiting in memory (or the spool) for storage to accept them.",
+            registry=registry,
+        )
+        self.storage_errors = Counter(
+            "ragcanary_storage_errors_total",
+            "Storage reads and writes that failed (unreachable, read-only, timed out).",
+            ("operation",),
+            registry=registry,
+        )
+        for operation in STORAGE_OPERATIONS:
+            self.storage_errors.labels(operation)
+        self.candidates_pending = Gauge(
+            "ragcanary_candidates_pending",
+            "Failure reports waiting for review, by a signal they were reported with.",
+            ("signal",),
+            registry=registry,
+        )
+        self.candidates_received = Counter(
+            "ragcanary_candidates_received_total",
+            "Failure reports taken from the application, by signal.",
+            ("signal",),
+            registry=registry,
+        )
+        self.candidates_dropped = Counter(
+            "ragcanary_candidates_dropped_total",
+            "Failure reports refused or dropped, by reason.",
+            ("reason",),
+            registry=registry,
+        )
+        for signal in CANDIDATE_SIGNALS:
+            self.candidates_received.labels(signal)
+            self.candidates_pending.labels(signal).set(0)
+        for reason in CANDIDATE_DROPS:
+            self.candidates_dropped.labels(reason)
+        self.config_hash = Gauge(
+            "ragcanary_config_hash",
+            "Always 1; the hash of the effective configuration (secrets left out) is a label.",
+            ("hash",),
+            registry=registry,
+        )
+        self.ui_info = Gauge(
+            "ragcanary_ui_info",
+            "Always 1; the base URL of the web pages (ui_url) is a label, for alert and dashboard"
+            " links.",
+            ("url",),
+            registry=registry,
+        )
+        self.runbook_info = Gauge(
+            "ragcanary_runbook_info",
+            "Always 1; where alerts link their runbooks (runbook_base_url) is a label; without"
+            " it, they link /ui/runbooks/ at ui_url.",
+            ("url",),
+            registry=registry,
+        )

@@ -1,0 +1,1 @@
+"""Stale labels: relevant ids no recent run of a pair returned, or its index no longer holds."""
