@@ -29,8 +29,8 @@ from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import run_suite
 from ragcanary.redact import Redactor
 from ragcanary.reports.report import dump_text, load_reports, run_from_report, to_report
-from ragcanary.serve.http.api import create_app
 from ragcanary.serve.daemon import Claim, Daemon, JobKey, suite_pairs
+from ragcanary.serve.http.api import create_app
 from ragcanary.suites.judge import judge_run
 from ragcanary.suites.loaded import LoadedConfig, load_config
 from ragcanary.suites.suite import load_suite
