@@ -32,7 +32,7 @@ from ragcanary.config.target import TargetConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.probe.target import make_client
-from ragcanary.reports.report import to_report
+from ragcanary.measure.run_report import build_report
 from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 from ragcanary.store.storage import Store
 from ragcanary.suites.judge import settings_for

@@ -40,7 +40,7 @@ from ragcanary.demo import retriever as demo
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import Answer, CaseResult, RunResult
-from ragcanary.reports.report import run_from_report, to_report
+from ragcanary.measure.run_report import baseline_run, build_report
 from ragcanary.suites.judge import settings_for
 from ragcanary.suites.suite import load_suite
 
@@ -142,7 +142,7 @@ class World:
     def baseline(self, rng: np.random.Generator, sigma: float) -> RunResult:
         """The first run, through the report round trip the daemon's pinned baseline takes."""
         first = self.run(rng, sigma, 0)
-        return run_from_report(to_report(evaluate(first, settings_for(self.config))), self.suite)
+        return baseline_run(build_report(evaluate(first, settings_for(self.config))), self.suite)
 
     def droppable(self) -> list[str]:
         """Canaries of weight 1 whose true top 3 holds a relevant document: Hit@5 is 1 for sure."""

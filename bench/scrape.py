@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from render import section, table, verdict
 
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.reports.report import to_report
+from ragcanary.measure.run_report import build_report
 from ragcanary.serve.daemon import Daemon, suite_pairs
 from ragcanary.serve.http.api import create_app
 from ragcanary.suites.judge import settings_for
@@ -75,7 +75,7 @@ class Runs:
     def __init__(self, daemon: Daemon) -> None:
         suites = daemon.loaded.config.suites
         baseline, current = build_runs(CASES)
-        self._report = to_report(evaluate(current, settings_for(suites["suite-0"]), baseline))
+        self._report = build_report(evaluate(current, settings_for(suites["suite-0"]), baseline))
         self._pairs = [(suite, target) for suite, cfg in suites.items() for target in cfg.targets]
         self._exporter = daemon.exporter
         self._done = 0

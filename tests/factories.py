@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ragcanary.measure.cases import Case
+from ragcanary.measure.report_json import unmarshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 
 
@@ -43,7 +45,12 @@ def run(pairs: Sequence[tuple[Case, Answer]], run_id: str = "run") -> RunResult:
 STARTED_AT = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
-def run_report(
+def run_report(run_id: str = "run", **fields: Any) -> RunReport:
+    """A run's report (``report_data``'s JSON, read as ``unmarshal`` reads it)."""
+    return unmarshal(report_data(run_id, **fields))
+
+
+def report_data(
     run_id: str = "run",
     *,
     suite: str = "core",
@@ -61,10 +68,11 @@ def run_report(
     cases: Sequence[Mapping[str, Any]] = (),
     **more: Any,
 ) -> dict[str, Any]:
-    """A run's report, with the keys ``reports.report.to_report`` writes, in its order.
+    """A run's report as JSON, with the keys ``measure.report_json.marshal`` writes, in its
+    order.
 
-    For tests that need a report without evaluating a run (a real one: ``to_report(evaluate(
-    run(...), ...))``); every test that writes one by hand builds it here. ``counts`` left out
+    For tests that need a report without evaluating a run (a real one: ``build_report(
+    evaluate(run(...), ...))``); every test that writes one by hand builds it here. ``counts`` left out
     is counted from ``cases`` (``case_entry``); ``more`` adds what the daemon adds to a report
     (``claim``, ``stale_labels``, ``index_lookup``).
     """
@@ -101,7 +109,7 @@ def case_entry(
     metrics: Mapping[str, float | None] | None = None,
     **more: Any,
 ) -> dict[str, Any]:
-    """One entry of a report's ``cases``, as ``to_report`` writes it; scores default to 1.0,
+    """One entry of a report's ``cases`` as JSON, as ``marshal`` writes it; scores default to 1.0,
     0.99, ... down the ids. ``more`` adds ``vs_baseline``, ``embedding_cosine`` or
     ``query_vector``."""
     return {

@@ -28,7 +28,8 @@ from ragcanary.probe.embedding import Embedder
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import run_suite
 from ragcanary.redact import Redactor
-from ragcanary.reports.report import dump_text, load_reports, run_from_report, to_report
+from ragcanary.measure.run_report import baseline_run, build_report
+from ragcanary.reports.report import dump_text, load_reports
 from ragcanary.serve.daemon import Claim, Daemon, JobKey, suite_pairs
 from ragcanary.serve.http.api import create_app
 from ragcanary.suites.judge import judge_run
@@ -134,7 +135,7 @@ async def _cli_run(
     before = None
     if baseline is not None:
         [chosen] = load_reports(baseline)
-        before = run_from_report(chosen, loaded.suites["core"])
+        before = baseline_run(chosen, loaded.suites["core"])
     async with (
         httpx.AsyncClient(transport=_vectors(lost)) as client,
         httpx.AsyncClient(transport=_embeddings(size, tilt)) as embedding_client,
@@ -145,7 +146,7 @@ async def _cli_run(
             "core", loaded.suites["core"], target, depth=3, concurrency=2, rate_limit=None,
             embed=embedder.embed,
         )  # fmt: skip
-    return to_report(judge_run(loaded, "core", "vectors", run, before))
+    return build_report(judge_run(loaded, "core", "vectors", run, before))
 
 
 async def cli_reports(tmp_path: Path) -> list[dict[str, Any]]:

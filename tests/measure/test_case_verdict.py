@@ -10,7 +10,7 @@ from factories import answer, case, run
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.case_verdict import CASE_VERDICTS, RunFindings, case_verdict, case_verdicts
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.reports.report import to_report
+from ragcanary.measure.run_report import build_report
 from ragcanary.suites.judge import settings_for
 
 
@@ -80,7 +80,7 @@ def test_verdicts_of_a_real_run_count_what_the_run_counted() -> None:
     )
     # One query of five failing must not make the run unavailable: that judges no checks.
     suite = SuiteConfig(cases="suite.yaml", targets=["search"], min_coverage=0.5)
-    report = to_report(evaluate(current, settings_for(suite), baseline))
+    report = build_report(evaluate(current, settings_for(suite), baseline))
     verdicts = case_verdicts(report)
     assert verdicts == {
         "lost": "regressed",

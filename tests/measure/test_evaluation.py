@@ -11,7 +11,7 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
-from ragcanary.reports.report import to_report
+from ragcanary.measure.run_report import build_report
 from ragcanary.suites.judge import settings_for
 
 SUITE = SuiteConfig(cases="suite.yaml", targets=["search"])
@@ -141,7 +141,7 @@ def test_report_deltas_are_exactly_current_minus_baseline(cases) -> None:
         )
     suite = SuiteConfig(cases="suite.yaml", targets=["search"], min_coverage=0.0)
     baseline = evaluate(run(before, "base"), settings_for(suite))
-    current = to_report(evaluate(run(after), settings_for(suite), run(before, "base")))
+    current = build_report(evaluate(run(after), settings_for(suite), run(before, "base")))
     expected = baseline.scores.metrics
     assert current["baseline"] is not None
     for metric, delta in current["baseline"]["deltas"].items():
@@ -159,6 +159,6 @@ def test_score_shift_keeps_the_sign_that_score_drift_drops() -> None:
             for c, r in zip(CASES, baseline.results, strict=True)
         ]
     )
-    report = to_report(evaluate(lowered, settings_for(SUITE), baseline))
+    report = build_report(evaluate(lowered, settings_for(SUITE), baseline))
     assert report["baseline"]["score_drift"] == pytest.approx(0.05)
     assert report["baseline"]["score_shift"] == pytest.approx(-0.05)

@@ -16,7 +16,8 @@ from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.vectors import CHANGED_BELOW, compare_vectors, cosine
-from ragcanary.reports.report import decode_vector, encode_vector, run_from_report, to_report
+from ragcanary.measure.run_report import baseline_run, build_report
+from ragcanary.measure.vector_text import decode_vector, encode_vector
 from ragcanary.suites.judge import settings_for
 
 CASES = [case(f"c{i}", ["rel"]) for i in range(4)]
@@ -100,7 +101,7 @@ def test_evaluate_and_the_report_carry_the_drift_and_each_cases_cosine() -> None
     settings = settings_for(SuiteConfig(cases="suite.yaml", targets=["search"]))
     baseline = embedded([turned(0.0)] * 4, "base")
     current = embedded([turned(0.0)] * 3 + [turned(math.pi / 3)])
-    report = to_report(evaluate(current, settings, baseline))
+    report = build_report(evaluate(current, settings, baseline))
     assert report["baseline"]["embedding_drift"] == pytest.approx(0.125, abs=1e-12)
     assert report["baseline"]["embedding_changed_ratio"] == 0.25
     assert report["baseline"]["embedding_dimensions"] is None
@@ -108,7 +109,7 @@ def test_evaluate_and_the_report_carry_the_drift_and_each_cases_cosine() -> None
     assert decode_vector(report["cases"][3]["query_vector"]) == pytest.approx(
         turned(math.pi / 3), abs=1e-7
     )
-    without = to_report(evaluate(embedded([None] * 4), settings, baseline))
+    without = build_report(evaluate(embedded([None] * 4), settings, baseline))
     assert without["baseline"]["embedding_drift"] is None
     assert "embedding_cosine" not in without["cases"][0]
     assert "query_vector" not in without["cases"][0]
@@ -117,11 +118,11 @@ def test_evaluate_and_the_report_carry_the_drift_and_each_cases_cosine() -> None
 def test_a_report_gives_back_its_vectors_but_not_for_an_edited_query() -> None:
     settings = settings_for(SuiteConfig(cases="suite.yaml", targets=["search"]))
     vectors = [(0.25, -0.5, 0.125)] * 4  # float32 values: read back exactly
-    report = to_report(evaluate(embedded(list(vectors)), settings))
+    report = build_report(evaluate(embedded(list(vectors)), settings))
     suite = Suite(cases=tuple(CASES))
-    assert [r.vector for r in run_from_report(report, suite).results] == vectors
+    assert [r.vector for r in baseline_run(report, suite).results] == vectors
     edited = Suite(cases=(replace(CASES[0], query="another wording"), *CASES[1:]))
-    assert [r.vector for r in run_from_report(report, edited).results] == [None, *vectors[1:]]
+    assert [r.vector for r in baseline_run(report, edited).results] == [None, *vectors[1:]]
 
 
 @given(

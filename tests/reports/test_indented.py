@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.reports.indented import dumps_indented
-from ragcanary.reports.report import dump_text, to_report
+from ragcanary.measure.run_report import build_report
+from ragcanary.reports.report import dump_text
 from ragcanary.suites.judge import settings_for
 
 
@@ -62,10 +63,10 @@ def test_a_report_with_a_baseline_failures_and_regressions_is_written_exactly() 
     now = [answer(["other", "rel"]), answer([]), answer([], outcome="timeout")]
     current = run(list(zip(cases, now + [answer(["rel"])] * 3, strict=True)))
     settings_ = settings_for(SuiteConfig(cases="suite.yaml", targets=["search"], k=[1, 3]))
-    report = to_report(evaluate(current, settings_, baseline))
+    report = build_report(evaluate(current, settings_, baseline))
     assert report["cases"][0]["vs_baseline"]["left"]  # the nesting a report really has
     assert dumps_indented(report) == expected(report)
-    both = [report, to_report(evaluate(baseline, settings_))]
+    both = [report, build_report(evaluate(baseline, settings_))]
     assert dump_text(both) == expected(both) + "\n"
 
 

@@ -21,7 +21,7 @@ from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.scoring import score_run
 from ragcanary.measure.verdict import Policy, judge
-from ragcanary.reports.report import to_report
+from ragcanary.measure.run_report import build_report
 from ragcanary.serve.metrics.exporter import Exporter, SuitePairs, per_case_admission
 from ragcanary.serve.metrics.families import QUERY_BUCKETS, RUN_BUCKETS
 
@@ -498,7 +498,7 @@ def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
     scores = score_run(current, [1, 5], 10)
     drift = compare_runs(current, base, 10, 0.05)
     verdict = judge(scores, current.coverage, Policy(), score_run(base, [1, 5], 10), drift)
-    report = to_report(Evaluation(current, scores, verdict, drift, "base"))
+    report = build_report(Evaluation(current, scores, verdict, drift, "base"))
     exporter = Exporter(CollectorRegistry())
     exporter.load({"core": SuitePairs(("search",), (1, 5), True, ("c1", "c2"))})
     exporter.observe_run(report)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.reports.report import to_report
+from ragcanary.measure.run_report import build_report
 from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
@@ -90,7 +90,7 @@ def evaluated_report() -> dict[str, Any]:
         ),
         started_at=NOW,
     )
-    return to_report(evaluate(current, settings_for(suite), baseline))
+    return build_report(evaluate(current, settings_for(suite), baseline))
 
 
 def count_rows(url: str, table: str) -> int:

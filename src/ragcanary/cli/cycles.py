@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,9 +12,10 @@ from rich.table import Table
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
+from ragcanary.measure.run_report import RunReport, baseline_run, build_report
 from ragcanary.probe.cycle import run_cycle
 from ragcanary.probe.target import make_client
-from ragcanary.reports.report import failure_kinds, run_from_report, to_report
+from ragcanary.reports.report import failure_kinds
 from ragcanary.reports.table import render_report
 from ragcanary.suites.judge import settings_for
 from ragcanary.suites.loaded import LoadedConfig, locate
@@ -56,15 +56,13 @@ async def _evaluate_pair(
             )
 
 
-def _pick_baseline(
-    reports: Sequence[Mapping[str, Any]], suite: str, target: str
-) -> Mapping[str, Any] | None:
+def _pick_baseline(reports: Sequence[RunReport], suite: str, target: str) -> RunReport | None:
     if not reports:
         return None
     for report in reports:
-        if report["suite"] == suite and report["target"] == target:
+        if report.pair == (suite, target):
             return report
-    same_suite = [r for r in reports if r["suite"] == suite]
+    same_suite = [r for r in reports if r.suite == suite]
     if len(same_suite) == 1:
         return same_suite[0]
     raise UsageError(
@@ -73,16 +71,15 @@ def _pick_baseline(
     )
 
 
-def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
+def _unanswered_warning(report: RunReport) -> str | None:
     """Why queries failed: per outcome a count and the first error, not only a coverage."""
     kinds = failure_kinds(report)
     if not kinds:
         return None
     total = sum(k["count"] for k in kinds.values())
-    cases = len(report.get("cases") or ())
     lines = [
-        f"warning: {report['suite']} → {report['target']}: {total} of {cases} queries "
-        f"unanswered (coverage {report['coverage']:.0%})"
+        f"warning: {report.suite} → {report.target}: {total} of {len(report.cases)} queries "
+        f"unanswered (coverage {report.coverage or 0.0:.0%})"
     ]
     for outcome, kind in sorted(kinds.items(), key=lambda item: -item[1]["count"]):
         lines.append(
@@ -94,16 +91,16 @@ def _unanswered_warning(report: Mapping[str, Any]) -> str | None:
 async def run_once(
     loaded: LoadedConfig,
     pairs: Sequence[tuple[str, str]],
-    baselines: Sequence[Mapping[str, Any]],
+    baselines: Sequence[RunReport],
     console: Console,
-) -> list[dict[str, Any]]:
+) -> list[RunReport]:
     """`ragcanary run`: one cycle of every pair, printed as it finishes, reports returned."""
     reports = []
     for suite, target in pairs:
         chosen = _pick_baseline(baselines, suite, target)
-        baseline = run_from_report(chosen, loaded.suites[suite]) if chosen else None
+        baseline = baseline_run(chosen, loaded.suites[suite]) if chosen else None
         evaluation = await _evaluate_pair(loaded, suite, target, console, baseline)
-        report = to_report(evaluation)
+        report = build_report(evaluation)
         console.print(render_report(report))
         warning = _unanswered_warning(report)
         if warning:
@@ -126,11 +123,11 @@ def _print_misread(loaded: LoadedConfig, evaluation: Evaluation) -> None:
 
 async def compare_targets(
     loaded: LoadedConfig, suite: str, target_a: str, target_b: str, console: Console
-) -> tuple[int, list[dict[str, Any]]]:
+) -> tuple[int, list[RunReport]]:
     """`ragcanary compare`: both targets on one suite, B judged with A as its baseline."""
     first = await _evaluate_pair(loaded, suite, target_a, console)
     second = await _evaluate_pair(loaded, suite, target_b, console, baseline=first.run)
-    reports = [to_report(first), to_report(second)]
+    reports = [build_report(first), build_report(second)]
     for evaluation in (first, second):
         if evaluation.misread is not None:
             _print_misread(loaded, evaluation)
@@ -253,7 +250,8 @@ def _print_stale_labels(loaded: LoadedConfig, console: Console) -> None:
             for target in cfg.targets:
                 latest = store.latest_run(suite, target)
                 report = store.get_report(latest["run_id"]) if latest else None
-                labels = (report or {}).get("stale_labels") or []
+                found = report.stale_labels if report else None
+                labels = found if isinstance(found, tuple) else ()
                 if not labels:
                     continue
                 console.print(
@@ -263,8 +261,8 @@ def _print_stale_labels(loaded: LoadedConfig, console: Console) -> None:
                 )
                 unseen = f"no canary got it back in the last {cfg.stale_label_runs} runs"
                 for label in labels:
-                    why = "left the index" if label.get("reason") == "missing" else unseen
-                    line = f"  case {label.get('case')}: {label.get('id')} ({why})"
+                    why = "left the index" if label.reason == "missing" else unseen
+                    line = f"  case {label.case}: {label.id} ({why})"
                     console.print(line, markup=False, highlight=False)
     except StorageError:
         pass

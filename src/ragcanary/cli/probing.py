@@ -7,7 +7,7 @@ import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -22,7 +22,8 @@ from ragcanary.cli.common import (
     write_output,
 )
 from ragcanary.errors import UsageError
-from ragcanary.reports.report import config_failure, dump_text, load_reports
+from ragcanary.measure.run_report import RunReport
+from ragcanary.reports.report import dump_text, load_reports
 from ragcanary.suites.loaded import config_path
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -52,7 +53,7 @@ def run(
 
 
 def _write_outputs(
-    reports: Sequence[dict[str, Any]],
+    reports: Sequence[RunReport],
     report: Path | None,
     junit: Path | None,
     markdown: Path | None,
@@ -70,12 +71,12 @@ def _write_outputs(
         write_output(markdown, "--markdown", lambda: "\n\n".join(map(render_markdown, reports)))
 
 
-def _exit_code(reports: Sequence[dict[str, Any]]) -> int:
-    outcomes = {r["outcome"] for r in reports}
+def _exit_code(reports: Sequence[RunReport]) -> int:
+    outcomes = {r.outcome for r in reports}
     if "regression" in outcomes:
         return EXIT_REGRESSION
     # Unavailable because the config's response paths fit none of the answers: a config error.
-    if any(config_failure(r) for r in reports):
+    if any(r.config_failure() for r in reports):
         return EXIT_USAGE
     if "unavailable" in outcomes:
         return EXIT_UNAVAILABLE

@@ -51,7 +51,7 @@ def run_demo(
         )
         if once:
             reports = asyncio.run(run_once(loaded, [("demo", "demo-bm25")], [], console))
-            return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0]["outcome"]]
+            return {"ok": 0, "regression": 1, "unavailable": 3}[reports[0].outcome]
         cli = _runnable_cli()
         console.print(
             f"""ragcanary is watching it every {every}:

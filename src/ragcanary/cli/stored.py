@@ -50,7 +50,7 @@ def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str |
             except UnknownRun:
                 raise UsageError(unknown) from None
         report = store.get_report(run_id)
-        if report is None or (report["suite"], report["target"]) != (suite, target):
+        if report is None or report.pair != (suite, target):
             raise UsageError(unknown)
         store.set_baseline(suite, target, run_id)
         return run_id
@@ -171,16 +171,16 @@ def export_trec(loaded: LoadedConfig, run_id: str) -> dict[str, str]:
         store.close()
     if report is None:
         raise UsageError(f"run {run_id}: no such run in storage; pick one from `ragcanary runs`")
-    suite = loaded.suites.get(str(report["suite"]))
+    suite = loaded.suites.get(report.suite)
     if suite is None:
         raise UsageError(
-            f"run {run_id} is of suite {report['suite']!r}, which the config no longer has; "
+            f"run {run_id} is of suite {report.suite!r}, which the config no longer has; "
             "its labels are needed for the qrels"
         )
     try:
         return {
             f"{run_id}.run": run_file(report),
-            f"{report['suite']}.qrels": qrels_file(suite.cases),
+            f"{report.suite}.qrels": qrels_file(suite.cases),
         }
     except ValueError as exc:
         raise UsageError(f"cannot export run {run_id}: {exc}") from None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ragcanary.measure.results import ANSWERED
+from ragcanary.measure.run_report import RunReport
 
 CaseVerdict = Literal["ok", "regressed", "leaked", "missed_min_score", "unanswered"]
 CASE_VERDICTS: tuple[CaseVerdict, ...] = get_args(CaseVerdict)
@@ -61,18 +62,27 @@ class RunFindings:
                 failed.setdefault(str(failure["case"]), set()).add(str(failure.get("kind")))
         return cls(regressed, {case: frozenset(kinds) for case, kinds in failed.items()})
 
+    @classmethod
+    def of_report(cls, report: RunReport) -> RunFindings:
+        """From a report's ``regressions`` and ``failures``."""
+        failed: dict[str, set[str]] = {}
+        for failure in report.failures:
+            if failure.case:
+                failed.setdefault(failure.case, set()).add(failure.kind)
+        return cls(
+            frozenset(r.case for r in report.regressions if r.case),
+            {case: frozenset(kinds) for case, kinds in failed.items()},
+        )
+
     def verdict(self, case: str, outcome: object) -> CaseVerdict:
         """The verdict of ``case``, whose query outcome was ``outcome``."""
         return case_verdict(outcome, case in self.regressed, self.failed.get(case, ()))
 
 
-def case_verdicts(report: Mapping[str, Any]) -> dict[str, CaseVerdict]:
-    """The verdict of every case of a report dict, by case id."""
-    findings = RunFindings.of(report.get("regressions"), report.get("failures"))
-    return {
-        str(entry.get("id")): findings.verdict(str(entry.get("id")), entry.get("outcome"))
-        for entry in _entries(report.get("cases"))
-    }
+def case_verdicts(report: RunReport) -> dict[str, CaseVerdict]:
+    """The verdict of every case of a report, by case id."""
+    findings = RunFindings.of_report(report)
+    return {entry.id: findings.verdict(entry.id, entry.outcome) for entry in report.cases}
 
 
 def _entries(items: Any) -> Iterable[Mapping[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.comparison import compare_lists
+from ragcanary.measure.run_report import CaseEntry, Numbers, RunReport
 from ragcanary.reports.report import reason_lines
 
 _EPS = 1e-9
@@ -16,33 +17,30 @@ class ForeignRun(UsageError):
     """A run named for a diff belongs to another suite or target (API: 400)."""
 
 
-def _changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def _changes(before: Numbers, after: Numbers) -> dict[str, dict[str, float]]:
     """Metrics present on both sides whose value moved."""
     return {
-        name: {"from": before[name], "to": after[name], "delta": after[name] - before[name]}
-        for name in before
-        if name in after
-        and before[name] is not None
-        and after[name] is not None
-        and abs(after[name] - before[name]) > _EPS
+        name: {"from": old, "to": new, "delta": new - old}
+        for name, old in before.items()
+        if old is not None and (new := after.get(name)) is not None and abs(new - old) > _EPS
     }
 
 
-def _scores(entry: Mapping[str, Any]) -> list[float | None]:
-    scores = list(entry.get("scores") or [])
-    return scores if len(scores) == len(entry.get("ids") or []) else [None] * len(entry["ids"])
+def _scores(entry: CaseEntry) -> list[float | None]:
+    scores = list(entry.scores)
+    return scores if len(scores) == len(entry.ids) else [None] * len(entry.ids)
 
 
-def diff_case(before: Mapping[str, Any], after: Mapping[str, Any], k: int) -> dict[str, Any]:
+def diff_case(before: CaseEntry, after: CaseEntry, k: int) -> dict[str, Any]:
     """How one case moved between two report entries of it."""
     comparison = compare_lists(
-        before.get("ids") or [], _scores(before), after.get("ids") or [], _scores(after), k=k
+        list(before.ids), _scores(before), list(after.ids), _scores(after), k=k
     )
     return {
-        "id": after["id"],
-        "query": after.get("query"),
-        "outcome": {"from": before.get("outcome"), "to": after.get("outcome")},
-        "metrics": _changes(before.get("metrics") or {}, after.get("metrics") or {}),
+        "id": after.id,
+        "query": after.query,
+        "outcome": {"from": before.outcome, "to": after.outcome},
+        "metrics": _changes(before.metrics, after.metrics),
         "rbo": comparison.rbo,
         "entered": [{"id": e.id, "rank": e.rank, "score": e.score} for e in comparison.entered],
         "left": [{"id": e.id, "rank": e.rank, "score": e.score} for e in comparison.left],
@@ -69,17 +67,15 @@ def _severity(case: Mapping[str, Any]) -> tuple[float, float, str]:
     return (worst, case["rbo"], case["id"])
 
 
-def run_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+def run_summary(report: RunReport) -> dict[str, Any]:
     """What a diff shows of each run: when, its verdict and why, and how much was answered."""
-    counts = report.get("counts") or {}
-    outcomes = counts.get("outcomes") or {}
     return {
-        "run_id": report.get("run_id"),
-        "started_at": report.get("started_at"),
-        "outcome": report.get("outcome"),
-        "coverage": report.get("coverage"),
+        "run_id": report.run_id,
+        "started_at": report.started_at.isoformat(),
+        "outcome": report.outcome,
+        "coverage": report.coverage,
         "reasons": reason_lines(report),
-        "unanswered": {o: n for o, n in outcomes.items() if o not in ("ok", "empty") and n},
+        "unanswered": report.unanswered(),
     }
 
 
@@ -89,8 +85,8 @@ def _mark(entries: Any, relevant: Collection[str]) -> None:
 
 
 def diff_reports(
-    before: Mapping[str, Any],
-    after: Mapping[str, Any],
+    before: RunReport,
+    after: RunReport,
     k: int | None = None,
     relevant: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, Any]:
@@ -102,11 +98,11 @@ def diff_reports(
     id that left is marked ``stale``: ``missing`` (left the index), ``not_returned`` or None,
     when the newer run knew its stale labels.
     """
-    old = {c["id"]: c for c in before.get("cases") or []}
-    new = {c["id"]: c for c in after.get("cases") or []}
-    depth = k or max([len(c.get("ids") or []) for c in (*old.values(), *new.values())], default=1)
+    old = {c.id: c for c in before.cases}
+    new = {c.id: c for c in after.cases}
+    depth = k or max([len(c.ids) for c in (*old.values(), *new.values())], default=1)
     # An unanswered run has no lists to compare: every id would look as if it left.
-    outage = after.get("outcome") == "unavailable"
+    outage = after.outcome == "unavailable"
     cases = [] if outage else [diff_case(old[i], new[i], max(depth, 1)) for i in new if i in old]
     changed = sorted((c for c in cases if _changed(c)), key=_severity)
     if relevant is not None:
@@ -117,23 +113,22 @@ def diff_reports(
     # An id that left and is a stale label did not only leave this canary's top-k: the index
     # no longer holds it ("missing"), or no canary got it back for the suite's
     # stale_label_runs ("not_returned": most likely deleted or re-chunked). None: neither.
-    stale = after.get("stale_labels")
-    if isinstance(stale, list):  # the run knew (enough runs, or an index lookup)
+    stale = after.stale_labels
+    if isinstance(stale, tuple):  # the run knew (enough runs, or an index lookup)
         gone: dict[str, str] = {}
-        for label in (s for s in stale if isinstance(s, Mapping)):
-            doc = str(label.get("id"))
-            if gone.get(doc) != "missing":  # one case's label says so: the id left the index
-                gone[doc] = "missing" if label.get("reason") == "missing" else "not_returned"
+        for label in stale:
+            if gone.get(label.id) != "missing":  # one case's label says so: it left the index
+                gone[label.id] = "missing" if label.reason == "missing" else "not_returned"
         for case in changed:
             for entry in case["left"]:
                 entry["stale"] = gone.get(entry["id"])
     return {
-        "suite": after.get("suite"),
-        "target": after.get("target"),
+        "suite": after.suite,
+        "target": after.target,
         "from": run_summary(before),
         "to": run_summary(after),
         "outage": outage,
-        "metrics": _changes(before.get("metrics") or {}, after.get("metrics") or {}),
+        "metrics": _changes(before.metrics, after.metrics),
         "cases": changed,
         "unchanged": len(cases) - len(changed),
         "added": sorted(set(new) - set(old)),

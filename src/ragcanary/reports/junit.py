@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ragcanary.measure.reasons import FamilyDrop, family_drops, reasons
-from ragcanary.reports.report import failures_of, regressions_of
+from ragcanary.measure.run_report import CaseEntry, RunReport
+from ragcanary.measure.verdict import Failure
 
 # Outcomes where the target did answer; anything else leaves the canary unanswered.
 _ANSWERED = frozenset({"ok", "empty"})
@@ -17,12 +18,12 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
 
 
-def render_junit(report: Mapping[str, Any]) -> str:
-    """Render ``report`` (the report JSON as a dict) as a JUnit XML document."""
+def render_junit(report: RunReport) -> str:
+    """Render ``report`` as a JUnit XML document."""
     return render_junit_many([report])
 
 
-def render_junit_many(reports: Sequence[Mapping[str, Any]]) -> str:
+def render_junit_many(reports: Sequence[RunReport]) -> str:
     """One JUnit XML document with a ``<testsuite>`` per report (one per suite and target)."""
     suites = [_testsuite(report) for report in reports]
     root = ET.Element("testsuites", name="ragcanary")
@@ -35,7 +36,7 @@ def render_junit_many(reports: Sequence[Mapping[str, Any]]) -> str:
     return _DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _testsuite(report: Mapping[str, Any]) -> ET.Element:
+def _testsuite(report: RunReport) -> ET.Element:
     """The ``<testsuite>`` of one report.
 
     One ``<testsuite>`` named ``ragcanary.<suite>.<target>`` holds a ``<testcase>``
@@ -43,32 +44,29 @@ def _testsuite(report: Mapping[str, Any]) -> ET.Element:
     ``<error>`` when it went unanswered) and a last testcase ``run`` carrying the
     run-level failures, or an ``<error>`` when the target was unavailable.
     """
-    name = f"ragcanary.{report.get('suite', '')}.{report.get('target', '')}"
-    cases: Sequence[Mapping[str, Any]] = report.get("cases") or []
-    known = {str(case.get("id")) for case in cases}
+    name = f"ragcanary.{report.suite}.{report.target}"
+    known = {case.id for case in report.cases}
     per_case: dict[str, list[str]] = {}
     kinds: dict[str, list[str]] = {}
     # One message per metric family that dropped (its worst cut-off), not one per metric and k.
-    drops = family_drops(regressions_of(report.get("regressions") or []))
+    drops = family_drops(report.regressions)
     for case_id, family in drops.items():
         per_case.setdefault(case_id, []).extend(map(_drop_message, family))
         _add_kind(kinds, case_id, "regression")
-    run_failures: list[Mapping[str, Any]] = []
-    for failure in report.get("failures") or []:
-        case_id = failure.get("case")
-        if case_id is not None and str(case_id) in known:
-            per_case.setdefault(str(case_id), []).append(str(failure.get("message", "")))
-            _add_kind(kinds, str(case_id), str(failure.get("kind", "failure")))
+    run_failures: list[Failure] = []
+    for failure in report.failures:
+        if failure.case is not None and failure.case in known:
+            per_case.setdefault(failure.case, []).append(failure.message)
+            _add_kind(kinds, failure.case, failure.kind)
         else:
             run_failures.append(failure)
 
     suite = ET.Element("testsuite", name=_clean(name))
-    suite.set("timestamp", _clean(str(report.get("started_at", ""))))
-    suite.set("time", _seconds(report.get("duration_s")))
+    suite.set("timestamp", _clean(report.started_at.isoformat()))
+    suite.set("time", _seconds(report.duration_s))
     suite.append(_properties(report))
-    for case in cases:
-        case_id = str(case.get("id"))
-        suite.append(_case_element(name, case, per_case.get(case_id, []), kinds.get(case_id, [])))
+    for case in report.cases:
+        suite.append(_case_element(name, case, per_case.get(case.id, []), kinds.get(case.id, [])))
     suite.append(_run_element(name, report, run_failures))
 
     testcases = suite.findall("testcase")
@@ -84,18 +82,18 @@ def _testsuite(report: Mapping[str, Any]) -> ET.Element:
 
 
 def _case_element(
-    classname: str, case: Mapping[str, Any], messages: list[str], kinds: list[str]
+    classname: str, case: CaseEntry, messages: list[str], kinds: list[str]
 ) -> ET.Element:
     element = ET.Element(
         "testcase",
         classname=_clean(classname),
-        name=_clean(str(case.get("id"))),
-        time=_seconds(case.get("latency_s")),
+        name=_clean(case.id),
+        time=_seconds(case.latency_s),
     )
-    outcome = str(case.get("outcome") or "ok")
+    outcome = case.outcome or "ok"
     details = _case_details(case)
     if outcome not in _ANSWERED:
-        reason = str(case.get("error") or outcome)
+        reason = case.error or outcome
         # An unanswered canary has no quality verdict: the error is the whole story.
         body = "\n".join([reason, *messages, details])
         _child(element, "error", message=reason, kind=outcome, text=body)
@@ -105,14 +103,12 @@ def _case_element(
     return element
 
 
-def _run_element(
-    classname: str, report: Mapping[str, Any], failures: list[Mapping[str, Any]]
-) -> ET.Element:
+def _run_element(classname: str, report: RunReport, failures: list[Failure]) -> ET.Element:
     element = ET.Element("testcase", classname=_clean(classname), name="run", time="0.000")
-    messages = reasons(failures_of(failures))
-    kinds = ",".join(dict.fromkeys(str(f.get("kind", "failure")) for f in failures))
+    messages = reasons(failures)
+    kinds = ",".join(dict.fromkeys(f.kind for f in failures))
     summary = _run_summary(report)
-    if report.get("outcome") == "unavailable":
+    if report.outcome == "unavailable":
         message = "; ".join(messages) or "the target was unavailable"
         _child(element, "error", message=message, kind="unavailable", text=f"{message}\n{summary}")
     elif messages:
@@ -121,14 +117,13 @@ def _run_element(
     return element
 
 
-def _properties(report: Mapping[str, Any]) -> ET.Element:
+def _properties(report: RunReport) -> ET.Element:
     properties = ET.Element("properties")
-    baseline = report.get("baseline") or {}
     values = {
-        "run_id": report.get("run_id"),
-        "outcome": report.get("outcome"),
-        "coverage": report.get("coverage"),
-        "baseline_run_id": baseline.get("run_id"),
+        "run_id": report.run_id,
+        "outcome": report.outcome,
+        "coverage": report.coverage,
+        "baseline_run_id": report.baseline.run_id if report.baseline else None,
     }
     for key, value in values.items():
         if value is not None:
@@ -141,24 +136,23 @@ def _child(parent: ET.Element, tag: str, *, message: str, kind: str, text: str) 
     child.text = _clean(text)
 
 
-def _case_details(case: Mapping[str, Any]) -> str:
-    lines = [f"query: {case.get('query', '')}"]
-    ids: Sequence[Any] = case.get("ids") or []
-    scores: Sequence[Any] = case.get("scores") or []
+def _case_details(case: CaseEntry) -> str:
+    lines = [f"query: {case.query}"]
+    ids, scores = case.ids, case.scores
     returned = [
         f"{doc} ({_number(scores[i])})" if i < len(scores) and scores[i] is not None else str(doc)
         for i, doc in enumerate(ids)
     ]
     lines.append(f"returned: {', '.join(returned) if returned else '(nothing)'}")
-    metrics: Mapping[str, Any] = case.get("metrics") or {}
+    metrics = case.metrics
     if metrics:
         lines.append("metrics: " + ", ".join(f"{k}={_number(v)}" for k, v in metrics.items()))
     return "\n".join(lines)
 
 
-def _run_summary(report: Mapping[str, Any]) -> str:
-    metrics: Mapping[str, Any] = report.get("metrics") or {}
-    lines = [f"coverage: {_number(report.get('coverage'))}"]
+def _run_summary(report: RunReport) -> str:
+    metrics = report.metrics
+    lines = [f"coverage: {_number(report.coverage)}"]
     if metrics:
         lines.append("metrics: " + ", ".join(f"{k}={_number(v)}" for k, v in metrics.items()))
     return "\n".join(lines)

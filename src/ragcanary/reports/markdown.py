@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ragcanary.measure.reasons import family_drops
-from ragcanary.reports.report import reason_lines, regressions_of, unanswered
+from ragcanary.measure.run_report import BaselineComparison, CaseEntry, Numbers, RunReport
+from ragcanary.measure.verdict import Regression
+from ragcanary.reports.report import reason_lines
 
 _HEADLINES = {
     "ok": "✅ pass",
@@ -21,58 +23,52 @@ _LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 _DASH = "\u2013"  # en dash: a value the report does not have
 
 
-def render_markdown(report: Mapping[str, Any], *, max_cases: int = 10) -> str:
-    """Render ``report`` (the report JSON as a dict) as Markdown for a PR comment.
+def render_markdown(report: RunReport, *, max_cases: int = 10) -> str:
+    """Render ``report`` as Markdown for a PR comment.
 
     Sections: a headline with the outcome, the aggregate metrics (with baseline
     deltas, p-values and intervals when a baseline exists), the failures, the
     regressed cases in the report's worst-first order (at most ``max_cases``
     cases), and drift against the baseline.
     """
-    baseline: Mapping[str, Any] | None = report.get("baseline")
+    baseline = report.baseline
     sections = [
         _headline(report),
-        _metrics_table(report.get("metrics") or {}, baseline),
+        _metrics_table(report.metrics, baseline),
         _failures(reason_lines(report)),
-        _regressions(report.get("regressions") or [], report.get("cases") or [], max_cases),
+        _regressions(report.regressions, report.cases, max_cases),
         _drift(baseline),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
-def _headline(report: Mapping[str, Any]) -> str:
-    outcome = str(report.get("outcome", ""))
+def _headline(report: RunReport) -> str:
+    outcome = report.outcome
     title = _HEADLINES.get(outcome, f"❔ {_text(outcome)}")
-    suite, target = str(report.get("suite", "")), str(report.get("target", ""))
     facts = [
         f"**Coverage** {_coverage(report)}",
-        f"**Duration** {_duration(report.get('duration_s'))}",
+        f"**Duration** {_duration(report.duration_s)}",
+        f"**Run** {_code(report.run_id)}",
     ]
-    run_id = report.get("run_id")
-    if run_id is not None:
-        facts.append(f"**Run** {_code(str(run_id))}")
-    baseline = report.get("baseline")
-    if baseline and baseline.get("run_id") is not None:
-        facts.append(f"**Baseline** {_code(str(baseline['run_id']))}")
-    heading = f"## {title}: ragcanary suite {_code(suite)} on {_code(target)}"
+    if report.baseline is not None:
+        facts.append(f"**Baseline** {_code(report.baseline.run_id)}")
+    heading = f"## {title}: ragcanary suite {_code(report.suite)} on {_code(report.target)}"
     lines = [heading, "", " · ".join(facts)]
-    failed = unanswered(report)
+    failed = report.unanswered()
     if failed:
         reasons = ", ".join(f"{_text(name)} {n}" for name, n in failed.items())
         lines += ["", f"Unanswered queries: {reasons}"]
     return "\n".join(lines)
 
 
-def _metrics_table(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> str:
+def _metrics_table(metrics: Numbers, baseline: BaselineComparison | None) -> str:
     if not metrics:
         return "No labelled case was answered, so there are no quality metrics."
     if baseline is None:
         rows = [["metric", "value"], ["---", "---:"]]
         rows += [[_cell(name), _number(value)] for name, value in metrics.items()]
         return _table(rows)
-    deltas = baseline.get("deltas") or {}
-    p_values = baseline.get("p_values") or {}
-    intervals = baseline.get("ci") or {}
+    deltas, p_values, intervals = baseline.deltas, baseline.p_values, baseline.ci
     rows = [
         ["metric", "value", "Δ vs baseline", "p-value", "CI of Δ"],
         ["---", "---:", "---:", "---:", "---:"],
@@ -97,8 +93,8 @@ def _failures(reasons: Sequence[str]) -> str:
 
 
 def _regressions(
-    regressions: Sequence[Mapping[str, Any]],
-    cases: Sequence[Mapping[str, Any]],
+    regressions: Sequence[Regression],
+    cases: Sequence[CaseEntry],
     max_cases: int,
 ) -> str:
     if not regressions:
@@ -111,9 +107,9 @@ def _regressions(
             f"{_number(d.worst.current)}{_text(d.also_text)}"
             for d in drops
         ]
-        for case, drops in family_drops(regressions_of(regressions)).items()
+        for case, drops in family_drops(regressions).items()
     }
-    queries = {str(c.get("id")): str(c.get("query", "")) for c in cases}
+    queries = {c.id: c.query for c in cases}
     shown = list(changes.items())[: max(max_cases, 0)]
     rows = [["case", "query", "change"], ["---", "---", "---"]]
     rows += [
@@ -131,30 +127,27 @@ def _regressions(
     return "\n".join(lines)
 
 
-def _drift(baseline: Mapping[str, Any] | None) -> str:
-    if not baseline:
+def _drift(baseline: BaselineComparison | None) -> str:
+    if baseline is None:
         return ""
     facts = [
-        ("Rank overlap (RBO)", _number(baseline.get("rank_overlap"))),
-        ("Score drift (mean abs Δ)", _number(baseline.get("score_drift"))),
-        ("Drifted (case, id) pairs", _percent(baseline.get("score_drifted_ratio"))),
-        ("Top-1 score Δ", _signed(baseline.get("top_score_delta"))),
+        ("Rank overlap (RBO)", _number(baseline.rank_overlap)),
+        ("Score drift (mean abs Δ)", _number(baseline.score_drift)),
+        ("Drifted (case, id) pairs", _percent(baseline.score_drifted_ratio)),
+        ("Top-1 score Δ", _signed(baseline.top_score_delta)),
     ]
-    if baseline.get("embedding_drift") is not None:  # a target searched by vector
-        facts.append(("Embedding drift (1 - mean cosine)", _number(baseline["embedding_drift"])))
-        facts.append(("Query vectors moved", _percent(baseline.get("embedding_changed_ratio"))))
-    sizes = baseline.get("embedding_dimensions")
-    if isinstance(sizes, Mapping):
-        facts.append(("Embedding dimensions", f"{sizes.get('baseline')} → {sizes.get('current')}"))
+    if baseline.embedding_drift is not None:  # a target searched by vector
+        facts.append(("Embedding drift (1 - mean cosine)", _number(baseline.embedding_drift)))
+        facts.append(("Query vectors moved", _percent(baseline.embedding_changed_ratio)))
+    sizes = baseline.embedding_dimensions
+    if sizes is not None:
+        facts.append(("Embedding dimensions", f"{sizes[0]} → {sizes[1]}"))
     return "\n".join(["### Drift vs baseline", "", *(f"- {k}: {v}" for k, v in facts)])
 
 
-def _coverage(report: Mapping[str, Any]) -> str:
-    text = _percent(report.get("coverage"))
-    counts = report.get("counts") or {}
-    if isinstance(counts.get("answered"), int) and isinstance(counts.get("cases"), int):
-        text += f" ({counts['answered']}/{counts['cases']} answered)"
-    return text
+def _coverage(report: RunReport) -> str:
+    counts = report.counts
+    return f"{_percent(report.coverage)} ({counts.answered}/{counts.cases} answered)"
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -8,23 +8,24 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.cases import Case
+from ragcanary.measure.run_report import RunReport
 from ragcanary.reports.diff import ForeignRun, diff_reports, run_summary
 from ragcanary.store import overview
 from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
 
 
-def _report(store: Store, run_id: str, suite: str, target: str) -> dict[str, Any]:
+def _report(store: Store, run_id: str, suite: str, target: str) -> RunReport:
     report = store.get_report(run_id)
     if report is None:
         raise UsageError(
             f"run {run_id}: no such run in storage; pick one from `ragcanary runs` "
             "or GET /api/v1/runs"
         )
-    if (report.get("suite"), report.get("target")) != (suite, target):
+    if report.pair != (suite, target):
         raise ForeignRun(
-            f"run {run_id} is of suite {report.get('suite')!r} on target "
-            f"{report.get('target')!r}, not of suite {suite!r} on target {target!r}; pick one "
+            f"run {run_id} is of suite {report.suite!r} on target "
+            f"{report.target!r}, not of suite {suite!r} on target {target!r}; pick one "
             f"from `ragcanary runs --suite {suite} --target {target}`"
         )
     return report
@@ -56,7 +57,7 @@ def diff_runs(
     target: str,
     from_run: str | None = None,
     to_run: str | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+) -> tuple[RunReport, RunReport, dict[str, Any] | None]:
     """The two reports ``run_diff`` compares, chosen as it says, and the newest outage's summary
     (None unless ``to_run`` was left to default and the newest run was unavailable)."""
     # Runs are chosen by id, outcome and time alone: the run-level report of a regression of

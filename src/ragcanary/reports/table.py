@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,30 +10,32 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ragcanary.reports.report import config_failure, reason_lines, unanswered
+from ragcanary.measure.run_report import BaselineComparison, RunReport
+from ragcanary.measure.verdict import Regression
+from ragcanary.reports.report import reason_lines
 
 _STYLE = {"ok": "bold green", "regression": "bold red", "unavailable": "bold yellow"}
 _LABEL = {"ok": "PASS", "regression": "REGRESSION", "unavailable": "UNAVAILABLE"}
 
 
 def _fmt(value: Any, signed: bool = False) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
         return f"{value:+.4f}" if signed else f"{value:.4f}"
     return str(value)
 
 
-def metrics_table(report: Mapping[str, Any]) -> Table:
+def metrics_table(report: RunReport) -> Table:
     """Aggregates as a grid, one row a metric and one column a cut-off.
 
     With a baseline each cell also shows the delta; a drop that failed the run is red.
     """
-    baseline = report.get("baseline") or {}
-    deltas = baseline.get("deltas", {})
-    failed = {f["metric"] for f in report.get("failures", []) if f.get("kind") in ("drop", "floor")}
+    baseline = report.baseline
+    deltas = baseline.deltas if baseline else {}
+    failed = {f.metric for f in report.failures if f.kind in ("drop", "floor") and f.metric}
     rows: dict[str, dict[str, str]] = {}
-    for key in report["metrics"]:
+    for key in report.metrics:
         name, _, k = key.partition("@")
         rows.setdefault(name, {})[k] = key
     ks = sorted({k for cols in rows.values() for k in cols if k}, key=int)
@@ -45,29 +48,29 @@ def metrics_table(report: Mapping[str, Any]) -> Table:
     for name, cols in rows.items():
         cells: list[Text] = []
         for k in columns:
-            key = cols.get(k)
-            if key is None:
+            metric = cols.get(k)
+            if metric is None:
                 cells.append(Text(""))
                 continue
-            cell = Text(_fmt(report["metrics"][key]))
-            delta = deltas.get(key)
+            cell = Text(_fmt(report.metrics[metric]))
+            delta = deltas.get(metric)
             if baseline and delta is not None:
                 cell.append(f" {_fmt(delta, signed=True)}", style="red" if delta < 0 else "dim")
-            if key in failed:
+            if metric in failed:
                 cell.stylize("bold red")
             cells.append(cell)
         table.add_row(name, *cells)
     return table
 
 
-def worst_cases(report: Mapping[str, Any], limit: int = 10) -> Table | None:
+def worst_cases(report: RunReport, limit: int = 10) -> Table | None:
     """Regressed cases, worst drop first, one row a case with its worst metric."""
-    seen: dict[str, Mapping[str, Any]] = {}
-    for reg in report.get("regressions", []):
-        seen.setdefault(reg["case"], reg)
+    seen: dict[str, Regression] = {}
+    for reg in report.regressions:
+        seen.setdefault(reg.case, reg)
     if not seen:
         return None
-    queries = {c["id"]: c["query"] for c in report["cases"]}
+    queries = {c.id: c.query for c in report.cases}
     table = Table(title=f"regressed cases ({len(seen)}, worst first)", title_justify="left")
     for col in ("case", "query", "metric", "baseline", "current"):
         table.add_column(col, overflow="fold")
@@ -75,59 +78,59 @@ def worst_cases(report: Mapping[str, Any], limit: int = 10) -> Table | None:
         table.add_row(
             case,
             queries.get(case, ""),
-            reg["metric"],
-            _fmt(reg["baseline"]),
-            Text(_fmt(reg["current"]), style="red"),
+            reg.metric,
+            _fmt(reg.baseline),
+            Text(_fmt(reg.current), style="red"),
         )
     return table
 
 
-def summary_line(report: Mapping[str, Any]) -> Text:
-    outcome = report["outcome"]
+def summary_line(report: RunReport) -> Text:
+    outcome = report.outcome
     # Unavailable, but not for the target's fault: its answers did not fit the config.
-    label = ("CONFIG ERROR", "bold red") if config_failure(report) else None
+    label = ("CONFIG ERROR", "bold red") if report.config_failure() else None
     text = Text.assemble(
         label or (_LABEL[outcome], _STYLE[outcome]),
-        f"  suite {report['suite']} · target {report['target']} · ",
-        f"coverage {report['coverage']:.0%} · {report['counts']['cases']} cases · ",
-        f"{report['duration_s']:.2f}s",
+        f"  suite {report.suite} · target {report.target} · ",
+        f"coverage {report.coverage or 0.0:.0%} · {report.counts.cases} cases · ",
+        f"{report.duration_s or 0.0:.2f}s",
     )
-    baseline = report.get("baseline")
+    baseline = report.baseline
     if baseline:
         text.append(
-            f" · vs {baseline['run_id'][:12]}: rank overlap {_fmt(baseline['rank_overlap'])}, "
-            f"score drift {_fmt(baseline['score_drift'])}"
+            f" · vs {baseline.run_id[:12]}: rank overlap {_fmt(baseline.rank_overlap)}, "
+            f"score drift {_fmt(baseline.score_drift)}"
         )
-        shift = baseline.get("score_shift")
+        shift = baseline.score_shift
         if shift is not None:
             text.append(f" (shift {_fmt(shift, signed=True)})")
         text.append(_embedding_drift(baseline))
     return text
 
 
-def _embedding_drift(baseline: Mapping[str, Any]) -> str:
+def _embedding_drift(baseline: BaselineComparison) -> str:
     """How the query vectors moved, when the target searched by vector; "" otherwise."""
-    sizes = baseline.get("embedding_dimensions")
-    if isinstance(sizes, Mapping):
-        return f", embedding dimensions changed {sizes.get('baseline')} → {sizes.get('current')}"
-    drift = baseline.get("embedding_drift")
+    sizes = baseline.embedding_dimensions
+    if sizes is not None:
+        return f", embedding dimensions changed {sizes[0]} → {sizes[1]}"
+    drift = baseline.embedding_drift
     if drift is None:
         return ""
-    ratio = baseline.get("embedding_changed_ratio")
-    moved = f", {ratio:.0%} of query vectors moved" if isinstance(ratio, int | float) else ""
+    ratio = baseline.embedding_changed_ratio
+    moved = f", {ratio:.0%} of query vectors moved" if ratio is not None else ""
     return f", embedding drift {_fmt(drift)}{moved}"
 
 
-def render_report(report: Mapping[str, Any]) -> RenderableType:
+def render_report(report: RunReport) -> RenderableType:
     """Everything `ragcanary run` shows for one suite and target."""
     parts: list[RenderableType] = [summary_line(report)]
-    if report["metrics"]:
+    if report.metrics:
         parts.append(metrics_table(report))
     worst = worst_cases(report)
     if worst is not None:
         parts.append(worst)
     parts.extend(Text(f"✗ {line}", style="red") for line in reason_lines(report))
-    failed = unanswered(report)
+    failed = report.unanswered()
     if failed:
         reasons = ", ".join(f"{o}: {n}" for o, n in failed.items())
         parts.append(Text(f"unanswered queries: {reasons}", style="yellow"))

@@ -11,22 +11,22 @@ have no line (they lower coverage, not a metric).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from ragcanary.measure.cases import Case
+from ragcanary.measure.run_report import RunReport
 
 _SPACE = re.compile(r"\s")
 
 
-def run_file(report: Mapping[str, Any], tag: str = "ragcanary") -> str:
+def run_file(report: RunReport, tag: str = "ragcanary") -> str:
     """The report's answered cases as a TREC run file."""
     lines = []
-    for case in report.get("cases") or ():
-        if case.get("error"):
+    for case in report.cases:
+        if case.error:
             continue
-        ids = list(dict.fromkeys(case.get("ids") or ()))
-        qid = _field(str(case["id"]), "case id")
+        ids = list(dict.fromkeys(case.ids))
+        qid = _field(case.id, "case id")
         for rank, doc in enumerate(ids, start=1):
             score = len(ids) - rank + 1
             lines.append(f"{qid} Q0 {_field(doc, 'document id')} {rank} {score} {tag}")

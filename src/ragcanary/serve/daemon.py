@@ -8,6 +8,7 @@ import os
 import random
 import signal
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
+from ragcanary.measure.run_report import RunClaim, RunReport
 from ragcanary.probe.cycle import probe_cycle
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
@@ -412,7 +414,7 @@ class Daemon:
             self.replicas, self.keeper, self.loaded, key, trigger, lambda: self._stopping
         )
 
-    async def run_now(self, key: JobKey, *, claim: Claim | None = None) -> dict[str, Any]:
+    async def run_now(self, key: JobKey, *, claim: Claim | None = None) -> RunReport:
         """One cycle of ``key``: run, judge against its baseline, export, store, log.
 
         A replica's run carries its ``claim``: its run id, and the tick in the report.
@@ -434,16 +436,13 @@ class Daemon:
         )
         evaluation, report = await self.judge.judge(loaded, key.suite, key.target, run, baseline)
         if claim is not None and self.replicas is not None:
-            report["claim"] = {
-                "job": claim.job,
-                "tick": claim.tick.isoformat(),
-                "replica": self.replicas.replica_id,
-                "claimed": claim.claimed,
-            }
-        if report["outcome"] != "unavailable":
+            ran = RunClaim(
+                claim.job, claim.tick.isoformat(), self.replicas.replica_id, claim.claimed
+            )
+            report = replace(report, claim=ran)
+        if report.outcome != "unavailable":
             found = await self.stale.find(self.loaded, pair, evaluation.run, baseline)
-            report["stale_labels"] = found.labels
-            report["index_lookup"] = found.lookup
+            report = replace(report, stale_labels=found.labels, index_lookup=found.lookup)
         self.exporter.observe_run(report)
         self.shown.ran(pair, evaluation.run.started_at)
         saved = await self.keeper.save(report)

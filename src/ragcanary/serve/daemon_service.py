@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from ragcanary.errors import UsageError
+from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.reports.oncall import case_history, diff_runs, relevant_ids, run_diff
 from ragcanary.serve.intake.queue import Intake
 from ragcanary.serve.metrics.exporter import Exporter
@@ -130,10 +131,10 @@ class DaemonService:
     def resolve_run(self, given: str) -> str:
         return resolve_run_id(self._store, given)
 
-    def report(self, run_id: str) -> Row | None:
+    def report(self, run_id: str) -> RunReport | None:
         return self._store.get_report(run_id)
 
-    def run_heads(self, run_ids: Iterable[str]) -> dict[str, Row]:
+    def run_heads(self, run_ids: Iterable[str]) -> dict[str, RunReport]:
         return overview.run_heads(self._store, run_ids)
 
     def run_metrics(self, run_ids: Iterable[str]) -> dict[str, Row]:
@@ -199,7 +200,7 @@ class DaemonService:
 
     def stale_findings(
         self, run_ids: Iterable[str]
-    ) -> dict[str, tuple[list[Row] | None, Row | None]]:
+    ) -> dict[str, tuple[tuple[StaleLabelEntry, ...] | None, IndexLookup | None]]:
         return overview.stale_findings(self._store, run_ids)
 
     # -- candidates ------------------------------------------------------------------------

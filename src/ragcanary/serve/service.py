@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from ragcanary.measure.results import Answer
+from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.serve.schedule.reloading import ReloadResult
 from ragcanary.suites.loaded import LoadedConfig
 
@@ -41,8 +42,8 @@ class DiffInputs:
     (None unless the later run was left to default and the newest run was unavailable), and
     each case's relevant ids (grade above 0), to mark them."""
 
-    before: Row
-    after: Row
+    before: RunReport
+    after: RunReport
     newest_outage: Row | None
     relevant: dict[str, set[str]]
 
@@ -142,11 +143,11 @@ class Service(Protocol):
         """The stored run whose id is ``given`` or begins with it."""
         ...
 
-    def report(self, run_id: str) -> Row | None:
+    def report(self, run_id: str) -> RunReport | None:
         """The report stored for ``run_id``, or None."""
         ...
 
-    def run_heads(self, run_ids: Iterable[str]) -> dict[str, Row]:
+    def run_heads(self, run_ids: Iterable[str]) -> dict[str, RunReport]:
         """Each stored run's report without its cases, by run id."""
         ...
 
@@ -216,7 +217,7 @@ class Service(Protocol):
 
     def stale_findings(
         self, run_ids: Iterable[str]
-    ) -> dict[str, tuple[list[Row] | None, Row | None]]:
+    ) -> dict[str, tuple[tuple[StaleLabelEntry, ...] | None, IndexLookup | None]]:
         """Each run's stale labels and index lookup, as its report keeps them."""
         ...
 

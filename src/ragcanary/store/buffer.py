@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.errors import StorageError, StorageUnavailable
 from ragcanary.store.storage import Store
 
-Report = dict[str, Any]
+Report = RunReport
 
 
 class BufferedWriter:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, delete, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.errors import StorageError
 from ragcanary.store.queries import aware
 from ragcanary.store.schema import claims, replicas, runs
@@ -149,7 +150,7 @@ def _lock_timed_out(exc: StorageError) -> bool:
     return getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None) == LOCK_NOT_AVAILABLE
 
 
-def taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
+def taken_over(conn: Connection, report: RunReport) -> bool:
     """Whether the tick ``report``'s run claimed now belongs to another run.
 
     A run made while storage was down (``claimed`` false) claims its tick here, in the
@@ -157,19 +158,19 @@ def taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
     The claim's row stays locked until the run is stored, so an adoption (``adopt_claim``)
     waits for it and then finds the run.
     """
-    claim = report.get("claim")
-    if not isinstance(claim, Mapping) or conn.dialect.name != "postgresql":
+    claim = report.claim
+    if claim is None or conn.dialect.name != "postgresql":
         return False
     try:
-        tick = datetime.fromisoformat(str(claim.get("tick")))
+        tick = datetime.fromisoformat(claim.tick)
     except ValueError:
         return False
-    if claim.get("claimed") is False:
+    if not claim.claimed:
         row = {
-            "job": claim.get("job"),
+            "job": claim.job,
             "tick": tick,
-            "replica_id": str(claim.get("replica")),
-            "run_id": report.get("run_id"),
+            "replica_id": claim.replica,
+            "run_id": report.run_id,
             "claimed_at": tick,
         }
         taken = conn.execute(
@@ -182,7 +183,7 @@ def taken_over(conn: Connection, report: Mapping[str, Any]) -> bool:
             return False
     owner = conn.execute(
         select(claims.c.run_id)
-        .where(claims.c.job == claim.get("job"), claims.c.tick == tick)
+        .where(claims.c.job == claim.job, claims.c.tick == tick)
         .with_for_update()
     ).scalar_one_or_none()
-    return owner is not None and owner != report.get("run_id")
+    return owner is not None and owner != report.run_id

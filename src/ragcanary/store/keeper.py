@@ -13,6 +13,8 @@ from typing import Any
 
 import structlog
 
+from ragcanary.measure.report_json import marshal, unmarshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.buffer import BufferedWriter
 from ragcanary.store.errors import StorageError
 from ragcanary.store.spool import Contents, Spool
@@ -26,26 +28,25 @@ Pair = tuple[str, str]  # (suite, target)
 
 @dataclass(frozen=True)
 class KeptReport:
-    """A baseline's report kept between runs as its JSON text, decoded when it is needed.
+    """A baseline's report kept between runs as its JSON text, read back when it is needed.
 
-    Kept as dicts and lists, every pair's baseline report made up most of what the garbage
-    collector visits in a daemon of 200 pairs (hundreds of thousands of containers), and its
-    pauses held up the event loop and so the scrapes: docs/performance.md, "Scale of one
-    daemon". As text it is one object to the collector, and smaller.
+    Kept as objects, every pair's baseline report made up most of what the garbage collector
+    visits in a daemon of 200 pairs (hundreds of thousands of containers), and its pauses held
+    up the event loop and so the scrapes: docs/performance.md, "Scale of one daemon". As text
+    it is one object to the collector, and smaller. The judge reads it once per pin.
     """
 
     run_id: str
-    started_at: str
+    started_at: datetime
     text: str
 
     @classmethod
-    def of(cls, report: Mapping[str, Any]) -> KeptReport:
-        text = json.dumps(report, separators=(",", ":"))
-        return cls(str(report["run_id"]), str(report.get("started_at")), text)
+    def of(cls, report: RunReport) -> KeptReport:
+        text = json.dumps(marshal(report), separators=(",", ":"))
+        return cls(report.run_id, report.started_at, text)
 
-    def report(self) -> dict[str, Any]:
-        decoded: dict[str, Any] = json.loads(self.text)
-        return decoded
+    def report(self) -> RunReport:
+        return unmarshal(json.loads(self.text))
 
 
 class RunKeeper:
@@ -116,10 +117,10 @@ class RunKeeper:
             self._failed("read", exc, "storage unreachable", call=fn.__name__)
             return None
 
-    async def save(self, report: dict[str, Any]) -> bool:
+    async def save(self, report: RunReport) -> bool:
         """Store ``report`` after any backlog, in order; False when it had to wait in memory."""
-        pair = (report["suite"], report["target"])
-        if pair in self._following and report["outcome"] != "unavailable":
+        pair = report.pair
+        if pair in self._following and report.outcome != "unavailable":
             self._previous[pair] = KeptReport.of(report)
         saved = False
         if self.down:
@@ -133,7 +134,7 @@ class RunKeeper:
         if not saved:
             log.warning(
                 "storage unreachable; run kept in memory until it returns",
-                run_id=report["run_id"],
+                run_id=report.run_id,
                 pending=self.writer.pending,
                 error=self.last_error,
             )
@@ -277,23 +278,23 @@ class RunKeeper:
                 self._pinned[pair] = KeptReport.of(report)
         return self._pinned.get(pair)
 
-    async def pin_first_healthy(self, pair: Pair, report: dict[str, Any]) -> None:
+    async def pin_first_healthy(self, pair: Pair, report: RunReport) -> None:
         """Pin ``report`` when nobody pinned a baseline yet, so drift is watched from the start.
 
         While storage is down the pin is kept in memory only.
         """
-        if pair in self._pinned or report["outcome"] != "ok":
+        if pair in self._pinned or report.outcome != "ok":
             return
         if await self.call(self.store.get_baseline, *pair) is not None:
             return
-        await self.call(self.store.set_baseline, *pair, report["run_id"])
+        await self.call(self.store.set_baseline, *pair, report.run_id)
         self._pinned[pair] = KeptReport.of(report)
         log.info(
             "no baseline pinned yet: pinned this first healthy run "
             "(`ragcanary baseline accept` pins another)",
             suite=pair[0],
             target=pair[1],
-            run_id=report["run_id"],
+            run_id=report.run_id,
         )
 
     async def set_baseline(self, suite: str, target: str, run_id: str) -> None:
@@ -353,18 +354,18 @@ class RunKeeper:
             log.warning(message, error=str(exc) if exc else None, **fields)
         self.down = True
 
-    def _dropped(self, report: dict[str, Any]) -> None:
+    def _dropped(self, report: RunReport) -> None:
         log.error(
             "storage buffer full: dropped the oldest unsaved run",
-            run_id=report.get("run_id"),
-            suite=report.get("suite"),
-            target=report.get("target"),
+            run_id=report.run_id,
+            suite=report.suite,
+            target=report.target,
         )
 
-    def _rejected(self, report: dict[str, Any], error: Exception) -> None:
+    def _rejected(self, report: RunReport, error: Exception) -> None:
         log.error(
             "storage refused a run; it is not retried",
-            run_id=report.get("run_id"),
+            run_id=report.run_id,
             error=str(error),
         )
 
@@ -375,10 +376,7 @@ def _newer(stored: Mapping[str, Any], seen: KeptReport | None) -> bool:
         return True
     if stored["run_id"] == seen.run_id:
         return False
-    try:
-        seen_at = datetime.fromisoformat(seen.started_at)
-    except ValueError:
-        return True
+    seen_at = seen.started_at
     if seen_at.tzinfo is None:
         seen_at = seen_at.replace(tzinfo=UTC)
     started: datetime = stored["started_at"]

@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ragcanary.measure.report_json import read_index_lookup, read_stale_labels, unmarshal
+from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.store.rows import case_entry
 from ragcanary.store.schema import results, runs
 from ragcanary.store.storage import Store
@@ -82,10 +84,10 @@ def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any
 
 def stale_findings(
     store: Store, run_ids: Iterable[str]
-) -> dict[str, tuple[list[dict[str, Any]] | None, dict[str, Any] | None]]:
+) -> dict[str, tuple[tuple[StaleLabelEntry, ...] | None, IndexLookup | None]]:
     """The stale labels each of the stored runs ``run_ids`` found (its report's
-    ``stale_labels``: case, id, reason; None where the run could not tell) and when it looked
-    the index up (its ``index_lookup``; None in runs stored before it was recorded), by run_id."""
+    ``stale_labels``; None where the run could not tell) and when it looked the index up (its
+    ``index_lookup``; None in runs stored before it was recorded), by run_id."""
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
@@ -94,24 +96,19 @@ def stale_findings(
     ).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
         return {
-            run_id: (
-                [dict(s) for s in found if isinstance(s, dict)]
-                if isinstance(found, list)
-                else None,
-                dict(lookup) if isinstance(lookup, dict) else None,
-            )
+            run_id: (read_stale_labels(found), read_index_lookup(lookup))
             for run_id, found, lookup in conn.execute(query)
         }
 
 
-def run_heads(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """The run-level reports (no cases) of the stored runs among ``run_ids``, by run_id."""
+def run_heads(store: Store, run_ids: Iterable[str]) -> dict[str, RunReport]:
+    """The stored runs among ``run_ids`` without their cases (``cases`` empty), by run_id."""
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
     query = select(runs.c.run_id, runs.c.report).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
-        return {row.run_id: dict(row.report) for row in conn.execute(query)}
+        return {row.run_id: unmarshal({**row.report, "cases": []}) for row in conn.execute(query)}
 
 
 def neighbours(

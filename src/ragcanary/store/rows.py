@@ -5,57 +5,52 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.schema import JSON_ENCODER, NAME_LENGTH, OUTCOME_LENGTH
 
 _ABSENT = "~absent"  # key in results.extra listing the entry keys that were missing
 
 
-def run_row(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The runs row of a report, after checking what the columns and queries rely on."""
-    run_id = report.get("run_id")
-    where = f"report {run_id!r}" if isinstance(run_id, str) else "a report"
-    for key in ("run_id", "suite", "target", "outcome", "started_at"):
-        if not isinstance(report.get(key), str) or not report[key]:
+def run_row(report: RunReport, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The runs row of ``report`` (``data``: its JSON object, ``marshal``'s), after checking
+    what the columns and queries rely on."""
+    where = f"report {report.run_id!r}" if report.run_id else "a report"
+    for key, value in (
+        ("run_id", report.run_id),
+        ("suite", report.suite),
+        ("target", report.target),
+        ("outcome", report.outcome),
+    ):
+        if not value:
             raise ValueError(f"{where} has no {key} string")
-    for key in ("run_id", "suite", "target"):
-        if not _name(report[key]):
+        if key != "outcome" and not _name(value):
             raise ValueError(
                 f"{where}: {key} is not plain text of {NAME_LENGTH} characters or less"
             )
-    if len(report["outcome"]) > OUTCOME_LENGTH:
+    if len(report.outcome) > OUTCOME_LENGTH:
         raise ValueError(f"{where} has an outcome longer than {OUTCOME_LENGTH} characters")
-    try:
-        started_at = datetime.fromisoformat(report["started_at"])
-    except ValueError:
-        raise ValueError(f"{where}: started_at {report['started_at']!r} is not ISO-8601") from None
-    cases = report.get("cases")
-    if not isinstance(cases, list) or not all(
-        isinstance(c, Mapping) and _name(c.get("id")) for c in cases
-    ):
+    if not all(_name(c.id) for c in report.cases):
         raise ValueError(
-            f"{where}: cases must be a list of objects, each with an id of plain text of "
-            f"{NAME_LENGTH} characters or less"
+            f"{where}: every case needs an id of plain text of {NAME_LENGTH} characters or less"
         )
-    for key in ("duration_s", "coverage"):
-        if not _number_or_none(report.get(key)):
-            raise ValueError(f"{where}: {key} must be a number")
-    head = {key: value for key, value in report.items() if key != "cases"}
+    head = {key: value for key, value in data.items() if key != "cases"}
     try:
         JSON_ENCODER.encode(head)  # the cases are checked as their columns encode them
     except (TypeError, ValueError) as error:
         raise not_plain_json(where, error) from None
+    started_at = report.started_at
     return {
-        "run_id": report["run_id"],
-        "suite": report["suite"],
-        "target": report["target"],
+        "run_id": report.run_id,
+        "suite": report.suite,
+        "target": report.target,
         # A report without an offset is taken as UTC, the daemon's clock.
         "started_at": started_at if started_at.tzinfo else started_at.replace(tzinfo=UTC),
-        "duration_s": report.get("duration_s"),
-        "outcome": report["outcome"],
-        "coverage": report.get("coverage"),
+        "duration_s": report.duration_s,
+        "outcome": report.outcome,
+        "coverage": report.coverage,
         "report": head,
     }
 
@@ -63,12 +58,6 @@ def run_row(report: Mapping[str, Any]) -> dict[str, Any]:
 def not_plain_json(where: str, error: BaseException) -> ValueError:
     """The error for a report value that JSON cannot hold: NaN, infinity, another object."""
     return ValueError(f"{where} is not plain JSON ({error}); NaN and objects cannot be stored")
-
-
-def _number_or_none(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _name(value: Any) -> bool:

@@ -38,9 +38,11 @@ from typing import Any
 
 import sqlalchemy
 
+from ragcanary.measure.report_json import marshal, unmarshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.rows import run_row
 
-Report = dict[str, Any]
+Report = RunReport
 
 # Reports nest a few levels (cases, their metrics and comparisons); a line nested deeper is
 # not one, and decoding or encoding it again could exhaust the stack where it is stored.
@@ -227,11 +229,12 @@ class Spool:
 def _line(report: Report) -> bytes:
     """One spool line of ``report``: UTF-8 JSON, ``\\u`` escapes where UTF-8 cannot hold the
     text (a lone surrogate in an id or an error a target sent)."""
-    text = json.dumps(report, separators=(",", ":"), ensure_ascii=False)
+    data = marshal(report)
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        return json.dumps(report, separators=(",", ":")).encode("ascii") + b"\n"
+        return json.dumps(data, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _whole(reason: str) -> Contents:
@@ -259,17 +262,18 @@ def _report(raw: bytes) -> tuple[Report | None, str]:
     except UnicodeDecodeError as exc:
         return None, f"is not UTF-8 at byte {exc.start + 1} (cut inside a character?)"
     try:
-        report = json.loads(text)
+        data = json.loads(text)
     except RecursionError:
         return None, f"is nested deeper than any report (over {MAX_DEPTH} levels)"
     except ValueError as exc:
         return None, f"is not JSON ({exc})"
-    if _depth(report) > MAX_DEPTH:
+    if _depth(data) > MAX_DEPTH:
         return None, f"is nested deeper than any report (over {MAX_DEPTH} levels)"
-    if not isinstance(report, dict) or not isinstance(report.get("run_id"), str):
+    if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):
         return None, "is not a run report (an object with a run_id)"
+    report = unmarshal(data)
     try:
-        run_row(report)  # else storage would refuse it, and it would be lost
+        run_row(report, marshal(report))  # else storage would refuse it, and it would be lost
     except ValueError as exc:
         return None, f"is not a run report that can be stored ({exc})"
     return report, ""

@@ -19,6 +19,8 @@ from sqlalchemy import Connection, Engine, and_, delete, exc, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import RunFindings
+from ragcanary.measure.report_json import marshal, unmarshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.claims import ClaimsMixin, taken_over
 from ragcanary.store.engine import WRITE, make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
@@ -97,29 +99,30 @@ class Store(ClaimsMixin):
         with self._read() as conn:
             return current_version(conn)
 
-    def save_run(self, report: Mapping[str, Any]) -> None:
-        """Store one run's report dict; saving a run_id that is already stored changes nothing.
+    def save_run(self, report: RunReport) -> None:
+        """Store one run's report; saving a run_id that is already stored changes nothing.
 
         A replica's run names the tick it claimed (``claim``: job and tick). When another
         replica has since taken that tick over (``adopt_claim``: this one was cut off and
         counted dead), the tick has its run already and this one is not stored.
         """
         try:
-            row = run_row(report)
-            run_id, cases = row["run_id"], report["cases"]
+            data = marshal(report)
+            row = run_row(report, data)
+            run_id, cases = report.run_id, data["cases"]
             vector_rows = [v for i, c in enumerate(cases) if (v := vector_row(run_id, i, c))]
             stored = {v["position"] for v in vector_rows}
             case_rows = [
                 case_row(run_id, i, _without(VECTOR_KEY, c) if i in stored else c)
                 for i, c in enumerate(cases)
             ]
-            findings = RunFindings.of(report.get("regressions"), report.get("failures"))
+            findings = RunFindings.of_report(report)
             point_rows = [
-                point_row(row, i, c, findings.verdict(str(c["id"]), c.get("outcome")))
-                for i, c in enumerate(cases)
+                point_row(row, i, entry, findings.verdict(case.id, case.outcome))
+                for i, (case, entry) in enumerate(zip(report.cases, cases, strict=True))
             ]
         except ValueError as error:
-            raise StorageError(f"{error}; only report dicts of to_report can be stored") from None
+            raise StorageError(f"{error}; only reports of build_report can be stored") from None
         with self._write() as conn:
             if taken_over(conn, report):
                 return
@@ -142,8 +145,8 @@ class Store(ClaimsMixin):
                 conn.execute(vectors.insert(), vector_rows)
                 forget_vectors(conn, row["suite"], row["target"])
 
-    def get_report(self, run_id: str) -> dict[str, Any] | None:
-        """The report dict saved for ``run_id``, or None.
+    def get_report(self, run_id: str) -> RunReport | None:
+        """The report saved for ``run_id``, or None.
 
         Equal to what was saved, but for the cases' query vectors once the run is neither its
         pair's pinned baseline nor its newest run with vectors (those alone keep them).
@@ -164,7 +167,7 @@ class Store(ClaimsMixin):
         cases = [case_entry(row._mapping) for row in rows]
         for position, vector in kept.items():
             cases[position][VECTOR_KEY] = vector
-        return {**report, "cases": cases}
+        return unmarshal({**report, "cases": cases})
 
     def list_runs(
         self,

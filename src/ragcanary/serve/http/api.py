@@ -20,6 +20,8 @@ from ragcanary.config.units import (
     parse_duration_between,
 )
 from ragcanary.errors import UsageError
+from ragcanary.measure.report_json import marshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.reports.diff import ForeignRun
 from ragcanary.serve.http.guard import Guard
 from ragcanary.serve.http.hosts import Hosts
@@ -166,10 +168,10 @@ def create_app(service: Service) -> FastAPI:
     async def run(run_id: str) -> dict[str, Any]:
         # The id, or a unique prefix of it as `ragcanary run` prints it.
         run_id = await storage(service.resolve_run, run_id)
-        report = await storage(service.report, run_id)
+        report: RunReport | None = await storage(service.report, run_id)
         if report is None:
             raise HTTPException(404, f"no run {run_id}")
-        return dict(report)
+        return marshal(report)
 
     @app.get("/api/v1/diff", responses=_errors(400, 404, 503))
     async def diff(
@@ -212,8 +214,8 @@ def create_app(service: Service) -> FastAPI:
             run_id = latest["run_id"]
         else:
             run_id = await storage(service.resolve_run, run_id)
-        report = await storage(service.report, run_id)
-        if report is None or report["suite"] != suite or report["target"] != target:
+        pinned: RunReport | None = await storage(service.report, run_id)
+        if pinned is None or pinned.pair != (suite, target):
             raise HTTPException(404, f"no run {run_id} of suite {suite} on target {target}")
         try:
             await service.set_baseline(suite, target, run_id)

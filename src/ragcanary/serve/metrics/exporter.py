@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from datetime import UTC
+from typing import TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
-from ragcanary.measure.results import ANSWERED, OUTCOMES
-from ragcanary.reports.report import config_failure
+from ragcanary.measure.results import OUTCOMES
+from ragcanary.measure.run_report import CaseEntry, RunReport
 from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
 from ragcanary.serve.metrics.families import (
     CANDIDATE_SIGNALS,
@@ -174,8 +175,8 @@ class Exporter:
         if spec.interval_seconds is not None:
             self._child(self._f.interval, pair).set(spec.interval_seconds)
 
-    def observe_run(self, report: Mapping[str, Any], *, counted: bool = True) -> None:
-        """Account one run from its report dict (``ragcanary.reports.report.to_report``).
+    def observe_run(self, report: RunReport, *, counted: bool = True) -> None:
+        """Account one run from its report.
 
         ``counted=False`` (a run another replica ran) sets the gauges only: counters and
         histograms count what this process did, and rules sum them over replicas.
@@ -185,27 +186,25 @@ class Exporter:
         nothing about retrieval quality. Reports of pairs not loaded (a run that finished
         after a reload removed its suite) are ignored so removed series stay removed.
         """
-        pair = (str(report.get("suite")), str(report.get("target")))
+        pair = report.pair
         layout = self._layouts.get(pair)
         if layout is None:
             return
-        outcome = report.get("outcome")
-        cases = [c for c in report.get("cases") or () if isinstance(c, Mapping)]
+        outcome = report.outcome
         if counted:
-            self._count(pair, report, cases)
-        coverage = _number(report.get("coverage"))
-        if coverage is not None:
-            self._child(self._f.coverage, pair).set(coverage)
-        finished = _finished_at(report) or self._clock()
+            self._count(pair, report)
+        if report.coverage is not None:
+            self._child(self._f.coverage, pair).set(report.coverage)
+        finished = _finished_at(report)
         self._child(self._f.last_run, pair).set(finished)
         if outcome in ("ok", "regression"):
             self._child(self._f.last_success, pair).set(finished)
-            self._observe_quality(pair, layout, report, cases)
+            self._observe_quality(pair, layout, report)
         if outcome in RUN_OUTCOMES:
             # Answers its config cannot read are no outage: the alerts tell them apart by this.
             named = None
             if outcome == "unavailable":
-                named = "config" if config_failure(report) else "outage"
+                named = "config" if report.config_failure() else "outage"
             for cause in CAUSES:
                 self._child(self._f.diagnosis, pair, cause).set(1 if cause == named else 0)
         # The pair's text is rendered now, as its run ends, not by the next scrape: at 200
@@ -213,18 +212,17 @@ class Exporter:
         # of milliseconds on a busy event loop (docs/performance.md, "Scale of one daemon").
         self._pairs[pair].families()
 
-    def _count(self, pair: Pair, report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> None:
-        outcome = report.get("outcome")
-        if outcome in RUN_OUTCOMES:
-            self._child(self._f.runs, pair, str(outcome)).inc()
-        for query_outcome, count in _query_counts(report, cases).items():
+    def _count(self, pair: Pair, report: RunReport) -> None:
+        if report.outcome in RUN_OUTCOMES:
+            self._child(self._f.runs, pair, report.outcome).inc()
+        for query_outcome, count in _query_counts(report).items():
             if query_outcome in OUTCOMES and count > 0:
                 self._child(self._f.queries, pair, query_outcome).inc(count)
-        for case in cases:
-            latency = _number(case.get("latency_s"))
-            if latency is not None and latency >= 0 and case.get("outcome", "ok") in ANSWERED:
+        for case in report.cases:
+            latency = case.latency_s
+            if latency is not None and latency >= 0 and case.answered:
                 self._child(self._f.query_duration, pair).observe(latency)
-        duration = _number(report.get("duration_s"))
+        duration = report.duration_s
         if duration is not None and duration >= 0:
             self._child(self._f.run_duration, pair).observe(duration)
 
@@ -267,60 +265,53 @@ class Exporter:
         self,
         pair: Pair,
         layout: _Layout,
-        report: Mapping[str, Any],
-        cases: list[Mapping[str, Any]],
+        report: RunReport,
     ) -> None:
         values = {
             series: value
-            for series, value in self._quality(report, cases)
+            for series, value in self._quality(report)
             if value is not None and self._fits(layout, *series)
         }
         # An answered run states the whole quality picture: what it does not measure (no
         # baseline any more, a metric with no labelled case answered) must not linger.
         self._remove(pair, lambda m, labels: m in self._f.aggregates and (m, labels) not in values)
-        for case in cases:
+        for case in report.cases:
             values.update(self._case_values(layout, case))
         for (metric, labels), value in values.items():
             self._child(metric, pair, *labels).set(value)
 
-    def _quality(
-        self, report: Mapping[str, Any], cases: list[Mapping[str, Any]]
-    ) -> Iterable[tuple[Setting, float | None]]:
-        for key, value in _mapping(report.get("metrics")).items():
-            name, _, k = str(key).partition("@")
+    def _quality(self, report: RunReport) -> Iterable[tuple[Setting, float | None]]:
+        for key, value in report.metrics.items():
+            name, _, k = key.partition("@")
             if k and name in self._f.cut_off:
-                yield (self._f.cut_off[name], (k,)), _number(value)
+                yield (self._f.cut_off[name], (k,)), value
             elif key == "mrr":
-                yield (self._f.mrr, ()), _number(value)
-        yield (self._f.top_score, ()), _mean_top_score(cases)
-        failures = [f for f in report.get("failures") or () if isinstance(f, Mapping)]
-        leaks = {f.get("case") for f in failures if f.get("kind") == "negative_leak"}
+                yield (self._f.mrr, ()), value
+        yield (self._f.top_score, ()), _mean_top_score(report.cases)
+        leaks = {f.case for f in report.failures if f.kind == "negative_leak"}
         yield (self._f.leaks, ()), float(len(leaks))
-        yield (self._f.regression, ()), 1.0 if report.get("outcome") == "regression" else 0.0
-        stale = report.get("stale_labels")
-        if isinstance(stale, list):  # None: not enough runs yet to tell
-            yield (self._f.stale_labels, ()), float(len(stale))
-        baseline = report.get("baseline")
-        if not isinstance(baseline, Mapping):
+        yield (self._f.regression, ()), 1.0 if report.outcome == "regression" else 0.0
+        if isinstance(report.stale_labels, tuple):  # None: not enough runs yet to tell
+            yield (self._f.stale_labels, ()), float(len(report.stale_labels))
+        baseline = report.baseline
+        if baseline is None:
             return
-        yield (self._f.rank_overlap, ()), _number(baseline.get("rank_overlap"))
-        yield (self._f.score_drift, ()), _number(baseline.get("score_drift"))
-        yield (self._f.drifted_ratio, ()), _number(baseline.get("score_drifted_ratio"))
-        yield (self._f.embedding_drift, ()), _number(baseline.get("embedding_drift"))
-        yield (self._f.embedding_changed, ()), _number(baseline.get("embedding_changed_ratio"))
-        for metric, delta in _mapping(baseline.get("deltas")).items():
-            yield (self._f.baseline_delta, (str(metric),)), _number(delta)
-        regressions = [r for r in report.get("regressions") or () if isinstance(r, Mapping)]
-        yield (self._f.regressed, ()), float(len({r.get("case") for r in regressions}))
+        yield (self._f.rank_overlap, ()), baseline.rank_overlap
+        yield (self._f.score_drift, ()), baseline.score_drift
+        yield (self._f.drifted_ratio, ()), baseline.score_drifted_ratio
+        yield (self._f.embedding_drift, ()), baseline.embedding_drift
+        yield (self._f.embedding_changed, ()), baseline.embedding_changed_ratio
+        for metric, delta in baseline.deltas.items():
+            yield (self._f.baseline_delta, (metric,)), delta
+        yield (self._f.regressed, ()), float(len({r.case for r in report.regressions}))
 
-    def _case_values(self, layout: _Layout, case: Mapping[str, Any]) -> dict[Setting, float]:
-        case_id = str(case.get("id"))
+    def _case_values(self, layout: _Layout, case: CaseEntry) -> dict[Setting, float]:
+        case_id = case.id
         if case_id not in layout.cases:
             return {}
         values: dict[Setting, float] = {}
-        for key, raw in _mapping(case.get("metrics")).items():
-            name, _, k = str(key).partition("@")
-            value = _number(raw)
+        for key, value in case.metrics.items():
+            name, _, k = key.partition("@")
             if value is None:
                 continue
             if name == "hit_rate" and k in layout.ks:
@@ -362,52 +353,28 @@ class Exporter:
             owned.discard((metric, labels))
 
 
-def _number(value: Any) -> float | None:
-    """A finite float, or None for anything else (null, NaN, text, booleans)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _mapping(value: Any) -> Mapping[Any, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _query_counts(report: Mapping[str, Any], cases: list[Mapping[str, Any]]) -> dict[str, int]:
+def _query_counts(report: RunReport) -> Mapping[str, int]:
     """Queries per outcome: the report's own counts, else counted from its cases."""
-    counts = _mapping(_mapping(report.get("counts")).get("outcomes"))
-    if counts:
-        return {str(o): int(n) for o, n in counts.items() if _number(n) is not None}
-    tally: dict[str, int] = {}
-    for case in cases:
-        outcome = str(
-            case.get("outcome") or ("ok" if case.get("error") is None else "bad_response")
-        )
-        tally[outcome] = tally.get(outcome, 0) + 1
-    return tally
+    if report.counts.outcomes:
+        return report.counts.outcomes
+    return Counter(case.outcome for case in report.cases)
 
 
-def _mean_top_score(cases: list[Mapping[str, Any]]) -> float | None:
+def _mean_top_score(cases: Iterable[CaseEntry]) -> float | None:
     """Mean top-1 score of the answered cases that returned a scored first hit."""
     tops = [
         top
         for case in cases
-        if case.get("outcome", "ok") in ANSWERED and case.get("scores")
-        for top in [_number(case["scores"][0])]
+        if case.answered and case.scores
+        for top in [case.scores[0]]
         if top is not None
     ]
     return sum(tops) / len(tops) if tops else None
 
 
-def _finished_at(report: Mapping[str, Any]) -> float | None:
-    """Unix time the run finished: its start plus its duration, when the report has both."""
-    started = report.get("started_at")
-    if not isinstance(started, str):
-        return None
-    try:
-        at = datetime.fromisoformat(started)
-    except ValueError:
-        return None
+def _finished_at(report: RunReport) -> float:
+    """Unix time the run finished: its start plus its duration."""
+    at = report.finished_at()
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)  # reports are written in UTC
-    return at.timestamp() + (_number(report.get("duration_s")) or 0.0)
+    return at.timestamp()

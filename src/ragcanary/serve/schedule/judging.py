@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
-from ragcanary.reports.report import run_from_report, to_report
+from ragcanary.measure.run_report import RunReport, baseline_run, build_report
 from ragcanary.store.keeper import KeptReport
 from ragcanary.suites.judge import judge_run
 from ragcanary.suites.loaded import LoadedConfig
@@ -68,7 +67,7 @@ class Judge:
         target: str,
         run: RunResult,
         baseline: RunResult | None,
-    ) -> tuple[Evaluation, dict[str, Any]]:
+    ) -> tuple[Evaluation, RunReport]:
         """``run`` judged against ``baseline``, and its report."""
         return await run_in(self._thread, self._judged, loaded, suite, target, run, baseline)
 
@@ -83,10 +82,10 @@ class Judge:
         target: str,
         run: RunResult,
         baseline: RunResult | None,
-    ) -> tuple[Evaluation, dict[str, Any]]:
+    ) -> tuple[Evaluation, RunReport]:
         evaluation = self._judge(loaded, suite, target, run, baseline)
-        return evaluation, to_report(evaluation)
+        return evaluation, build_report(evaluation)
 
 
 def _decoded(report: KeptReport, suite: Suite) -> RunResult:
-    return run_from_report(report.report(), suite)
+    return baseline_run(report.report(), suite)

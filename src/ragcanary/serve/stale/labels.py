@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import structlog
 
 from ragcanary.measure.results import RunResult
+from ragcanary.measure.run_report import IndexLookup, StaleLabelEntry
 from ragcanary.measure.stale import left_top_k, relevant_ids, stale_labels
 from ragcanary.serve.stale.index_checks import IndexChecks
 from ragcanary.serve.stale.returned import ReturnedIds
@@ -28,8 +28,8 @@ class Found:
     """A run's stale labels (the report's ``stale_labels``; None: it cannot tell) and when the
     index was looked at (its ``index_lookup``)."""
 
-    labels: list[dict[str, str]] | None
-    lookup: dict[str, Any]
+    labels: tuple[StaleLabelEntry, ...] | None
+    lookup: IndexLookup
 
 
 class StaleLabels:
@@ -68,13 +68,13 @@ class StaleLabels:
         stale = stale_labels(loaded.suites[pair[0]].cases, returned, set(gone))
         labels = []
         for label in stale:
-            entry = {"case": label.case, "id": label.id, "reason": label.reason}
+            looked_up_at = None
             if label.reason == "missing":  # gone for certain, as the index said at that time
-                entry["looked_up_at"] = gone[label.id].isoformat()
+                looked_up_at = gone[label.id].isoformat()
             elif label.id not in alive_once:
                 continue
-            labels.append(entry)
-        return Found(labels, lookup)
+            labels.append(StaleLabelEntry(label.case, label.id, label.reason, looked_up_at))
+        return Found(tuple(labels), lookup)
 
     def forget(self, pair: Pair) -> None:
         """Forget what ``pair``'s runs returned (its job was removed)."""
@@ -103,7 +103,7 @@ class StaleLabels:
 
     async def _index(
         self, loaded: LoadedConfig, pair: Pair, left: list[str]
-    ) -> tuple[dict[str, datetime] | None, dict[str, Any]]:
+    ) -> tuple[dict[str, datetime] | None, IndexLookup]:
         """The suite's relevant ids the target's index no longer holds, with when it said so
         (None: it never could tell), and the report's ``index_lookup``: when the index last
         answered about every relevant id (at most once per ``stale_label_runs`` runs or an
@@ -124,12 +124,7 @@ class StaleLabels:
             checks.update(pair, left, missing, at)
             left_at = at if missing is not None else None
         view = checks.view(pair, ids)
-        lookup = {
-            "at": _iso(view.checked_at),
-            "ids": len(ids),
-            "left": left,
-            "left_at": _iso(left_at),
-        }
+        lookup = IndexLookup(_iso(view.checked_at), len(ids), tuple(left), _iso(left_at))
         return view.missing, lookup
 
     async def _ask(self, pair: Pair, ids: list[str]) -> set[str] | None:

@@ -6,6 +6,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragcanary.measure.run_report import CaseEntry, RunReport
+
 PAGE_CASES = 25  # changed cases per page: each shows two lists of up to `depth` ids
 
 
@@ -41,11 +43,11 @@ class CaseDiff:
     stale: Mapping[str, str]  # the case's stale labels in the later run: id -> why, in words
 
 
-def _ranked(entry: Mapping[str, Any] | None, depth: int) -> list[tuple[str, float | None]]:
+def _ranked(entry: CaseEntry | None, depth: int) -> list[tuple[str, float | None]]:
     if entry is None:
         return []
-    ids = [str(i) for i in entry.get("ids") or ()]
-    scores = list(entry.get("scores") or ())
+    ids = list(entry.ids)
+    scores = list(entry.scores)
     if len(scores) != len(ids):
         scores = [None] * len(ids)
     seen: set[str] = set()
@@ -54,8 +56,7 @@ def _ranked(entry: Mapping[str, Any] | None, depth: int) -> list[tuple[str, floa
         if doc in seen:  # a duplicate keeps its first position, as the metrics do
             continue
         seen.add(doc)
-        value = float(score) if isinstance(score, int | float) else None
-        ranked.append((doc, value))
+        ranked.append((doc, score))
     return ranked[:depth]
 
 
@@ -86,16 +87,16 @@ def _side(
 
 def case_diffs(
     changed: Sequence[Mapping[str, Any]],
-    before: Mapping[str, Any],
-    after: Mapping[str, Any],
+    before: RunReport,
+    after: RunReport,
     depth: int,
     relevant: Mapping[str, Collection[str]],
     stale: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[CaseDiff]:
     """The changed cases of a ``diff_reports`` result with both runs' lists, cut to ``depth``;
     ``stale``: per case, its relevant ids that are stale labels and why, in words."""
-    old = {str(c.get("id")): c for c in before.get("cases") or ()}
-    new = {str(c.get("id")): c for c in after.get("cases") or ()}
+    old = {c.id: c for c in before.cases}
+    new = {c.id: c for c in after.cases}
     out = []
     for case in changed:
         case_id = str(case["id"])

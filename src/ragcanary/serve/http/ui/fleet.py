@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.run_report import RunReport
 from ragcanary.reports.report import reason_lines
 from ragcanary.serve.http.ui.render import SPARK_WIDTH, instant
 
@@ -76,24 +77,24 @@ def headline_hit_key(suite: SuiteConfig) -> str:
     return "hit_rate@5" if 5 in suite.k else f"hit_rate@{max(suite.k)}"
 
 
-def head_summary(report: Mapping[str, Any]) -> dict[str, Any]:
+def head_summary(report: RunReport) -> dict[str, Any]:
     """What the fleet shows of a run-level report: small enough to remember for every pair."""
-    baseline = report.get("baseline") or {}
+    baseline = report.baseline
     reasons = reason_lines(report)  # floors first, one line a metric, then broken canaries
-    stale = report.get("stale_labels")
+    stale = report.stale_labels
     return {
-        "run_id": report.get("run_id"),
-        "started_at": report.get("started_at"),
-        "outcome": report.get("outcome"),
-        "coverage": report.get("coverage"),
+        "run_id": report.run_id,
+        "started_at": report.started_at,
+        "outcome": report.outcome,
+        "coverage": report.coverage,
         "reasons": reasons[:2],
         "more_reasons": max(len(reasons) - 2, 0),
-        "metrics": dict(report.get("metrics") or {}),
-        "deltas": dict(baseline.get("deltas") or {}),
-        "score_drift": baseline.get("score_drift"),
-        "rank_overlap": baseline.get("rank_overlap"),
-        "embedding_drift": baseline.get("embedding_drift"),
-        "stale_labels": len(stale) if isinstance(stale, list) else None,  # None: cannot tell
+        "metrics": dict(report.metrics),
+        "deltas": dict(baseline.deltas) if baseline else {},
+        "score_drift": baseline.score_drift if baseline else None,
+        "rank_overlap": baseline.rank_overlap if baseline else None,
+        "embedding_drift": baseline.embedding_drift if baseline else None,
+        "stale_labels": len(stale) if isinstance(stale, tuple) else None,  # None: cannot tell
     }
 
 

@@ -347,9 +347,9 @@ async def _pin(service: Service, suite: str, target: str, run_id: str | None) ->
                 404, "Nothing to pin", f"No successful run of {suite} on {target}."
             )
         run_id = str(latest["run_id"])
-    report = await run_in(None, service.run_heads, [run_id])
-    head = report.get(run_id)
-    if head is None or head.get("suite") != suite or head.get("target") != target:
+    heads = await run_in(None, service.run_heads, [run_id])
+    head = heads.get(run_id)
+    if head is None or head.pair != (suite, target):
         raise views.PageError(404, "Unknown run", f"No run {run_id} of suite {suite} on {target}.")
     await service.set_baseline(suite, target, run_id)
     return run_id

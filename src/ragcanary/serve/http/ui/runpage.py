@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.reasons import FamilyDrop, family_drops
 from ragcanary.measure.results import ANSWERED
-from ragcanary.reports.report import regressions_of
+from ragcanary.measure.run_report import RunReport
+from ragcanary.measure.verdict import Regression
 
 PAGE_ROWS = 200  # cases per page: 1,000 rows would be a 400 kB page
 QUERY_CHARS = 160  # a query is shown up to this long in the table (the case page has it whole)
@@ -65,7 +64,7 @@ class CaseLine:
     entered: int | None
     top_score: float | None
     latency_s: float | None
-    regressions: list[dict[str, Any]] = field(default_factory=list)
+    regressions: list[Regression] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)  # messages of failed per-case checks
     drops: list[FamilyDrop] = field(default_factory=list)  # the regressions, one a family
 
@@ -83,13 +82,7 @@ class CaseLine:
 
     @property
     def worst(self) -> float:
-        return min((r["current"] - r["baseline"] for r in self.regressions), default=0.0)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+        return min((r.current - r.baseline for r in self.regressions), default=0.0)
 
 
 def _metric_rank(name: str) -> tuple[int, int, str]:
@@ -98,75 +91,67 @@ def _metric_rank(name: str) -> tuple[int, int, str]:
     return (order, int(k) if k.isdigit() else 0, name)
 
 
-def metric_lines(report: Mapping[str, Any]) -> list[MetricLine]:
+def metric_lines(report: RunReport) -> list[MetricLine]:
     """Every aggregate metric of ``report`` with its baseline, delta and paired statistics."""
-    metrics = report.get("metrics") or {}
-    baseline = report.get("baseline") or {}
-    deltas = baseline.get("deltas") or {}
-    p_values = baseline.get("p_values") or {}
-    cis = baseline.get("ci") or {}
-    wtl = baseline.get("win_tie_loss") or {}
-    failed = {f.get("metric") for f in report.get("failures") or () if f.get("metric")}
+    baseline = report.baseline
+    deltas = baseline.deltas if baseline else {}
+    p_values = baseline.p_values if baseline else {}
+    cis = baseline.ci if baseline else {}
+    wtl = baseline.win_tie_loss if baseline else {}
+    failed = {f.metric for f in report.failures if f.metric}
     lines = []
-    for name in sorted(metrics, key=_metric_rank):
-        current, delta = _number(metrics.get(name)), _number(deltas.get(name))
-        ci = cis.get(name)
+    for name in sorted(report.metrics, key=_metric_rank):
+        current, delta = report.metrics[name], deltas.get(name)
         lines.append(
             MetricLine(
                 name=name,
                 current=current,
                 baseline=current - delta if current is not None and delta is not None else None,
                 delta=delta,
-                p_value=_number(p_values.get(name)),
-                ci=(_number(ci[0]), _number(ci[1]))
-                if isinstance(ci, list) and len(ci) == 2
-                else None,
-                win_tie_loss=wtl.get(name) if isinstance(wtl.get(name), list) else None,
+                p_value=p_values.get(name),
+                ci=cis.get(name),
+                win_tie_loss=wtl.get(name),
                 failed=name in failed,
             )
         )
     return lines
 
 
-def case_lines(report: Mapping[str, Any], suite: Suite | None, hit_key: str) -> list[CaseLine]:
+def case_lines(report: RunReport, suite: Suite | None, hit_key: str) -> list[CaseLine]:
     """The cases of ``report`` in suite order, with their regressions and failed checks."""
-    regressions: dict[str, list[dict[str, Any]]] = {}
-    for regression in report.get("regressions") or ():
-        regressions.setdefault(str(regression.get("case")), []).append(regression)
-    drops = family_drops(regressions_of(report.get("regressions") or ()))
+    regressions: dict[str, list[Regression]] = {}
+    for regression in report.regressions:
+        regressions.setdefault(regression.case, []).append(regression)
+    drops = family_drops(report.regressions)
     checks: dict[str, list[str]] = {}
-    for failure in report.get("failures") or ():
-        if failure.get("case") and failure.get("kind") not in ("drop", "floor"):
-            checks.setdefault(str(failure["case"]), []).append(str(failure.get("message")))
+    for failure in report.failures:
+        if failure.case and failure.kind not in ("drop", "floor"):
+            checks.setdefault(failure.case, []).append(failure.message)
     by_id = suite.by_id if suite is not None else {}
     lines = []
-    for position, entry in enumerate(report.get("cases") or ()):
-        case_id = str(entry.get("id"))
-        query = str(entry.get("query") or "")
-        metrics = entry.get("metrics") or {}
-        versus = entry.get("vs_baseline") or {}
-        scores = entry.get("scores") or []
-        case = by_id.get(case_id)
+    for position, entry in enumerate(report.cases):
+        versus = entry.vs_baseline
+        case = by_id.get(entry.id)
         lines.append(
             CaseLine(
                 position=position,
-                id=case_id,
-                query=query[:QUERY_CHARS],
-                query_cut=len(query) > QUERY_CHARS,
+                id=entry.id,
+                query=entry.query[:QUERY_CHARS],
+                query_cut=len(entry.query) > QUERY_CHARS,
                 tags=case.tags if case is not None else (),
-                kind=entry.get("kind"),
-                outcome=entry.get("outcome"),
-                error=entry.get("error"),
-                hit=_number(metrics.get(hit_key)),
-                rr=_number(metrics.get("rr")),
-                rbo=_number(versus.get("rbo")),
-                left=len(versus["left"]) if isinstance(versus.get("left"), list) else None,
-                entered=len(versus["entered"]) if isinstance(versus.get("entered"), list) else None,
-                top_score=_number(scores[0]) if scores else None,
-                latency_s=_number(entry.get("latency_s")),
-                regressions=regressions.get(case_id, []),
-                checks=checks.get(case_id, []),
-                drops=drops.get(case_id, []),
+                kind=entry.kind,
+                outcome=entry.outcome,
+                error=entry.error,
+                hit=entry.metrics.get(hit_key),
+                rr=entry.metrics.get("rr"),
+                rbo=versus.rbo if versus else None,
+                left=len(versus.left) if versus else None,
+                entered=len(versus.entered) if versus else None,
+                top_score=entry.scores[0] if entry.scores else None,
+                latency_s=entry.latency_s,
+                regressions=regressions.get(entry.id, []),
+                checks=checks.get(entry.id, []),
+                drops=drops.get(entry.id, []),
             )
         )
     return lines
@@ -210,34 +195,40 @@ def filter_lines(lines: Sequence[CaseLine], tag: str | None, outcome: str | None
     return [c for c in kept if c.outcome == outcome]
 
 
-def drift_lines(report: Mapping[str, Any]) -> list[tuple[str, float | None, str]]:
+def drift_lines(report: RunReport) -> list[tuple[str, float | None, str]]:
     """The run's comparison with its baseline beyond metrics: (label, value, what it means)."""
-    baseline = report.get("baseline") or {}
+    baseline = report.baseline
+    if baseline is None:
+        return []
     wanted = (
-        ("rank overlap (RBO)", "rank_overlap", "mean rank-biased overlap with the baseline"),
-        ("score drift", "score_drift", "mean |Δscore| of ids in both top-k lists"),
-        ("drifted share", "score_drifted_ratio", "share of (case, id) pairs over the threshold"),
-        ("score shift", "score_shift", "mean signed score change"),
-        ("top score Δ", "top_score_delta", "mean change of the top-1 score"),
-        ("embedding drift", "embedding_drift", "1 - mean cosine of the query vectors"),
-        ("embedding changed", "embedding_changed_ratio", "share of queries whose vector moved"),
+        ("rank overlap (RBO)", baseline.rank_overlap, "mean rank-biased overlap with the baseline"),
+        ("score drift", baseline.score_drift, "mean |Δscore| of ids in both top-k lists"),
+        (
+            "drifted share",
+            baseline.score_drifted_ratio,
+            "share of (case, id) pairs over the threshold",
+        ),
+        ("score shift", baseline.score_shift, "mean signed score change"),
+        ("top score Δ", baseline.top_score_delta, "mean change of the top-1 score"),
+        ("embedding drift", baseline.embedding_drift, "1 - mean cosine of the query vectors"),
+        (
+            "embedding changed",
+            baseline.embedding_changed_ratio,
+            "share of queries whose vector moved",
+        ),
     )
     return [
-        (label, _number(baseline.get(key)), meaning)
-        for label, key, meaning in wanted
-        if key in baseline and (baseline.get(key) is not None or key == "rank_overlap")
+        (label, value, meaning)
+        for label, value, meaning in wanted
+        if value is not None or label == "rank overlap (RBO)"
     ]
 
 
-def tag_lines(
-    report: Mapping[str, Any], hit_key: str
-) -> list[tuple[str, float | None, float | None]]:
+def tag_lines(report: RunReport, hit_key: str) -> list[tuple[str, float | None, float | None]]:
     """Per tag: Hit@k and MRR of this run."""
-    by_tag = report.get("metrics_by_tag") or {}
     return [
-        (str(tag), _number(values.get(hit_key)), _number(values.get("mrr")))
-        for tag, values in sorted(by_tag.items())
-        if isinstance(values, Mapping)
+        (tag, values.get(hit_key), values.get("mrr"))
+        for tag, values in sorted(report.metrics_by_tag.items())
     ]
 
 

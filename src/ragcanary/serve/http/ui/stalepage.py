@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ragcanary.measure.run_report import Absent, IndexLookup, StaleLabelEntry
 from ragcanary.serve.http.ui.render import instant
 
 if TYPE_CHECKING:
@@ -50,18 +51,11 @@ class Lookup:
     left_at: datetime | None  # when they were asked; None: none left, or it could not tell
 
 
-def lookup_of(found: Any) -> Lookup | None:
+def lookup_of(found: IndexLookup | None) -> Lookup | None:
     """The ``index_lookup`` of one run's report; None for a run stored before it was kept."""
-    if not isinstance(found, Mapping):
+    if found is None:
         return None
-    left = found.get("left")
-    ids = found.get("ids")
-    return Lookup(
-        instant(found.get("at")),
-        ids if isinstance(ids, int) else 0,
-        [str(i) for i in left] if isinstance(left, list) else [],
-        instant(found.get("left_at")),
-    )
+    return Lookup(instant(found.at), found.ids, list(found.left), instant(found.left_at))
 
 
 @dataclass(frozen=True)
@@ -78,20 +72,13 @@ class PairLabels:
     lookup: Lookup | None = None
 
 
-def labels_of(found: Any, runs: int) -> list[Label] | None:
+def labels_of(found: tuple[StaleLabelEntry, ...] | Absent | None, runs: int) -> list[Label] | None:
     """The labels of one run's ``stale_labels``; None when the run could not tell."""
-    if not isinstance(found, list):
+    if not isinstance(found, tuple):
         return None
     return [
-        Label(
-            str(s.get("case")),
-            str(s.get("id")),
-            str(s.get("reason")),
-            stale_words(s.get("reason"), runs),
-            instant(s.get("looked_up_at")),
-        )
+        Label(s.case, s.id, s.reason, stale_words(s.reason, runs), instant(s.looked_up_at))
         for s in found
-        if isinstance(s, Mapping)
     ]
 
 

@@ -191,7 +191,7 @@ def run(
     if report is None:
         raise PageError(404, "No such run", f"No run {run_id} is stored.",
                         "It may have been pruned; pick one from the fleet page.")  # fmt: skip
-    suite_name, target = str(report.get("suite")), str(report.get("target"))
+    suite_name, target = report.pair
     cfg = service.loaded.config.suites.get(suite_name)
     hit_key = fleetpage.headline_hit_key(cfg) if cfg is not None else "hit_rate@5"
     lines = runpage.case_lines(report, service.loaded.suites.get(suite_name), hit_key)
@@ -200,17 +200,16 @@ def run(
     pages = max(1, math.ceil(len(shown) / runpage.PAGE_ROWS))
     page_no = min(page_no, pages)
     start = (page_no - 1) * runpage.PAGE_ROWS
-    started = datetime.fromisoformat(str(report["started_at"]))
+    started = report.started_at
     previous_id, next_id = service.neighbours(
         suite_name, target, started if started.tzinfo else started.replace(
             tzinfo=UTC), run_id
     )  # fmt: skip
-    baseline = report.get("baseline") or {}
     return {
         "page": "run",
-        "report": {**report, "cases": None},
-        "counts": report.get("counts"),
-        "baseline_id": baseline.get("run_id"),
+        "report": report,
+        "counts": report.counts,
+        "baseline_id": report.baseline.run_id if report.baseline else None,
         "previous_id": previous_id,
         "next_id": next_id,
         "reasons": reason_lines(report),
@@ -267,7 +266,7 @@ def diff(
     before, after, relevant = inputs.before, inputs.after, inputs.relevant
     diff = diff_reports(before, after, config.depth, relevant)
     diff["newest_outage"] = inputs.newest_outage
-    found = stalepage.labels_of(after.get("stale_labels"), config.stale_label_runs)
+    found = stalepage.labels_of(after.stale_labels, config.stale_label_runs)
     stale = stalepage.by_case(found)  # what the later run knew, as the diff's marks say
     stale_at = stalepage.looked_up(found)
     pages = max(1, math.ceil(len(diff["cases"]) / diffpage.PAGE_CASES))
@@ -278,8 +277,10 @@ def diff(
     baseline_id = service.baseline(suite, target)
     listed = {r["run_id"] for r in choices}
     for run in (before, after):  # runs older than the list stay selectable
-        if run["run_id"] not in listed:
-            choices.append({k: run.get(k) for k in ("run_id", "started_at", "outcome")})
+        if run.run_id not in listed:
+            choices.append(
+                {"run_id": run.run_id, "started_at": run.started_at, "outcome": run.outcome}
+            )
     return {
         "page": "diff",
         "suite": suite,
@@ -293,7 +294,7 @@ def diff(
         "page_no": page_no,
         "choices": choices,
         "baseline_id": baseline_id,
-        "from_is_baseline": before.get("run_id") == baseline_id,
+        "from_is_baseline": before.run_id == baseline_id,
         "headline": [fleetpage.headline_hit_key(config), "mrr"],
         "case_headline": [fleetpage.headline_hit_key(config), "rr", f"ndcg@{max(config.k)}"],
     }
@@ -381,8 +382,8 @@ def baselines(
                 "mode": cfg.baseline,
                 "run_id": pin["run_id"] if pin else None,
                 "set_at": pin["set_at"] if pin else None,
-                "run_started": pinned_head.get("started_at") if pinned_head else None,
-                "metrics": (pinned_head or {}).get("metrics") or {},
+                "run_started": pinned_head.started_at if pinned_head else None,
+                "metrics": pinned_head.metrics if pinned_head else {},
                 "hit_key": fleetpage.headline_hit_key(cfg),
                 "latest": latest,
             }
@@ -395,7 +396,8 @@ def baselines(
     if run and run not in {c["run_id"] for c in candidates}:
         named = service.run_heads([run]).get(run)
         if named is not None:
-            candidates.insert(0, named)
+            fields = ("run_id", "suite", "target", "started_at", "outcome")
+            candidates.insert(0, {name: getattr(named, name) for name in fields})
     return {
         "page": "baselines",
         "pairs": rows,

@@ -1,0 +1,400 @@
+"""The run report's JSON form (docs/report.md): ``marshal`` writes it, ``unmarshal`` reads it.
+
+The one place that knows the report's keys. ``marshal`` gives the JSON object, key for key in
+the documented order (``null`` for a number that is not finite), and ``unmarshal`` takes it
+back. A report ragcanary wrote reads back into an equal ``RunReport`` and marshals to the
+same object again, so stored runs are answered byte for byte. A report written by hand or by
+an older version is read, not refused: a value of the wrong type reads as missing (a number
+as ``None``, a list as empty), as the readers of the old report dicts did; only the keys a
+report cannot be without are checked (``missing_keys``), by whoever reads a file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ragcanary.measure.run_report import (
+    ABSENT,
+    Absent,
+    BaselineComparison,
+    CaseComparison,
+    CaseEntry,
+    Counts,
+    IndexLookup,
+    RunClaim,
+    RunReport,
+    StaleLabelEntry,
+)
+from ragcanary.measure.verdict import Failure, Regression
+
+REQUIRED = ("suite", "target", "run_id", "cases")  # what a report cannot be read without
+
+JSON = dict[str, Any]
+
+
+def missing_keys(data: Mapping[str, Any]) -> list[str]:
+    """The keys of ``REQUIRED`` that ``data`` lacks (or, for ``cases``, holds no list in)."""
+    missing = [key for key in REQUIRED if key not in data]
+    if "cases" in data and not isinstance(data["cases"], list):
+        missing.append("cases")
+    return missing
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def marshal(report: RunReport) -> JSON:
+    """The JSON object of ``report``: plain dicts, lists, strings, numbers and ``None``."""
+    data: JSON = {
+        "suite": report.suite,
+        "target": report.target,
+        "run_id": report.run_id,
+        "started_at": report.started_at.isoformat(),
+        "duration_s": _finite(report.duration_s),
+        "outcome": report.outcome,
+        "coverage": _finite(report.coverage),
+        "metrics": _numbers(report.metrics),
+        "metrics_by_tag": {tag: _numbers(values) for tag, values in report.metrics_by_tag.items()},
+        "baseline": _baseline(report.baseline) if report.baseline is not None else None,
+        "failures": [
+            {
+                "kind": f.kind,
+                "metric": f.metric,
+                "case": f.case,
+                "message": f.message,
+                "amount": _finite(f.amount),
+            }
+            for f in report.failures
+        ],
+        "regressions": [
+            {
+                "case": r.case,
+                "metric": r.metric,
+                "baseline": _finite(r.baseline),
+                "current": _finite(r.current),
+            }
+            for r in report.regressions
+        ],
+        "counts": {
+            "cases": report.counts.cases,
+            "answered": report.counts.answered,
+            "labelled": report.counts.labelled,
+            "negative": report.counts.negative,
+            "label_free": report.counts.label_free,
+            "outcomes": dict(report.counts.outcomes),
+        },
+    }
+    # The daemon's keys, before the cases: where a stored report has always had them.
+    if report.claim is not None:
+        claim = report.claim
+        data["claim"] = {
+            "job": claim.job,
+            "tick": claim.tick,
+            "replica": claim.replica,
+            "claimed": claim.claimed,
+        }
+    if not isinstance(report.stale_labels, Absent):
+        data["stale_labels"] = _stale_labels(report.stale_labels)
+    if report.index_lookup is not None:
+        lookup = report.index_lookup
+        data["index_lookup"] = {
+            "at": lookup.at,
+            "ids": lookup.ids,
+            "left": list(lookup.left),
+            "left_at": lookup.left_at,
+        }
+    data["cases"] = [marshal_case(entry) for entry in report.cases]
+    return data
+
+
+def marshal_case(entry: CaseEntry) -> JSON:
+    """The JSON object of one case entry."""
+    data: JSON = {
+        "id": entry.id,
+        "query": entry.query,
+        "kind": entry.kind,
+        "outcome": entry.outcome,
+        "ids": list(entry.ids),
+        "scores": [_finite(s) for s in entry.scores],
+        "latency_s": _finite(entry.latency_s),
+        "error": entry.error,
+        "metrics": _numbers(entry.metrics),
+    }
+    if entry.vs_baseline is not None:
+        comparison = entry.vs_baseline
+        data["vs_baseline"] = {
+            "rbo": _finite(comparison.rbo),
+            "jaccard": _finite(comparison.jaccard),
+            "entered": list(comparison.entered),
+            "left": list(comparison.left),
+            "top_score_delta": _finite(comparison.top_score_delta),
+        }
+    if not isinstance(entry.embedding_cosine, Absent):
+        data["embedding_cosine"] = _finite(entry.embedding_cosine)
+    if entry.query_vector is not None:  # last: the one long value of the entry
+        data["query_vector"] = entry.query_vector
+    return data
+
+
+def _baseline(baseline: BaselineComparison) -> JSON:
+    dimensions = baseline.embedding_dimensions
+    return {
+        "run_id": baseline.run_id,
+        "deltas": _numbers(baseline.deltas),
+        "p_values": _numbers(baseline.p_values),
+        "ci": {m: [_finite(low), _finite(high)] for m, (low, high) in baseline.ci.items()},
+        "win_tie_loss": {m: list(counts) for m, counts in baseline.win_tie_loss.items()},
+        "rank_overlap": _finite(baseline.rank_overlap),
+        "score_drift": _finite(baseline.score_drift),
+        "score_drifted_ratio": _finite(baseline.score_drifted_ratio),
+        "score_shift": _finite(baseline.score_shift),
+        "top_score_delta": _finite(baseline.top_score_delta),
+        "embedding_drift": _finite(baseline.embedding_drift),
+        "embedding_changed_ratio": _finite(baseline.embedding_changed_ratio),
+        "embedding_dimensions": (
+            {"baseline": dimensions[0], "current": dimensions[1]} if dimensions else None
+        ),
+    }
+
+
+def _stale_labels(labels: Iterable[StaleLabelEntry] | None) -> list[JSON] | None:
+    if labels is None:
+        return None
+    written = []
+    for label in labels:
+        entry: JSON = {"case": label.case, "id": label.id, "reason": label.reason}
+        if label.looked_up_at is not None:
+            entry["looked_up_at"] = label.looked_up_at
+        written.append(entry)
+    return written
+
+
+def _numbers(values: Mapping[str, float | None]) -> JSON:
+    return {name: _finite(value) for name, value in values.items()}
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def unmarshal(data: Mapping[str, Any]) -> RunReport:
+    """The report whose JSON object is ``data`` (``marshal``'s, or one written by hand)."""
+    started = _started_at(data.get("started_at"))
+    return RunReport(
+        suite=_text(data.get("suite")),
+        target=_text(data.get("target")),
+        run_id=_text(data.get("run_id")),
+        started_at=started,
+        duration_s=_number(data.get("duration_s")),
+        outcome=_text(data.get("outcome")),
+        coverage=_number(data.get("coverage")),
+        metrics=_read_numbers(data.get("metrics")),
+        metrics_by_tag={
+            str(tag): _read_numbers(values)
+            for tag, values in _mapping(data.get("metrics_by_tag")).items()
+        },
+        baseline=_read_baseline(data.get("baseline")),
+        failures=tuple(_failure(f) for f in _objects(data.get("failures"))),
+        regressions=tuple(_regression(r) for r in _objects(data.get("regressions"))),
+        counts=_counts(data.get("counts")),
+        cases=tuple(unmarshal_case(c) for c in _objects(data.get("cases"))),
+        claim=_claim(data.get("claim")),
+        stale_labels=read_stale_labels(data["stale_labels"]) if "stale_labels" in data else ABSENT,
+        index_lookup=read_index_lookup(data.get("index_lookup")),
+    )
+
+
+def unmarshal_case(data: Mapping[str, Any]) -> CaseEntry:
+    """One case entry from its JSON object."""
+    ids = tuple(str(i) for i in _list(data.get("ids")))
+    error = data.get("error")
+    outcome = data.get("outcome") or ("ok" if error is None else "bad_response")
+    comparison = data.get("vs_baseline")
+    vector = data.get("query_vector")
+    return CaseEntry(
+        id=_text(data.get("id")),
+        query=_text(data.get("query")),
+        kind=_text(data.get("kind")),
+        outcome=str(outcome),
+        ids=ids,
+        scores=tuple(_number(s) for s in _list(data.get("scores"))),
+        latency_s=_number(data.get("latency_s")),
+        error=None if error is None else str(error),
+        metrics=_read_numbers(data.get("metrics")),
+        vs_baseline=(
+            CaseComparison(
+                rbo=_number(comparison.get("rbo")),
+                jaccard=_number(comparison.get("jaccard")),
+                entered=tuple(str(i) for i in _list(comparison.get("entered"))),
+                left=tuple(str(i) for i in _list(comparison.get("left"))),
+                top_score_delta=_number(comparison.get("top_score_delta")),
+            )
+            if isinstance(comparison, Mapping)
+            else None
+        ),
+        embedding_cosine=(
+            _number(data["embedding_cosine"]) if "embedding_cosine" in data else ABSENT
+        ),
+        query_vector=vector if isinstance(vector, str) else None,
+    )
+
+
+def _read_baseline(data: Any) -> BaselineComparison | None:
+    if not isinstance(data, Mapping):
+        return None
+    dimensions = _mapping(data.get("embedding_dimensions"))
+    before, now = _count(dimensions.get("baseline")), _count(dimensions.get("current"))
+    return BaselineComparison(
+        run_id=_text(data.get("run_id")),
+        deltas=_read_numbers(data.get("deltas")),
+        p_values=_read_numbers(data.get("p_values")),
+        ci={
+            str(m): (_number(pair[0]), _number(pair[1]))
+            for m, pair in _mapping(data.get("ci")).items()
+            if isinstance(pair, list) and len(pair) == 2
+        },
+        win_tie_loss={
+            str(m): (int(counts[0]), int(counts[1]), int(counts[2]))
+            for m, counts in _mapping(data.get("win_tie_loss")).items()
+            if isinstance(counts, list) and len(counts) == 3 and all(map(_integer, counts))
+        },
+        rank_overlap=_number(data.get("rank_overlap")),
+        score_drift=_number(data.get("score_drift")),
+        score_drifted_ratio=_number(data.get("score_drifted_ratio")),
+        score_shift=_number(data.get("score_shift")),
+        top_score_delta=_number(data.get("top_score_delta")),
+        embedding_drift=_number(data.get("embedding_drift")),
+        embedding_changed_ratio=_number(data.get("embedding_changed_ratio")),
+        embedding_dimensions=(before, now) if before is not None and now is not None else None,
+    )
+
+
+def _failure(data: Mapping[str, Any]) -> Failure:
+    metric, case = data.get("metric"), data.get("case")
+    return Failure(
+        kind=str(data.get("kind") or "failure"),
+        message=str(data.get("message") or data.get("kind") or ""),
+        metric=str(metric) if metric is not None else None,
+        case=str(case) if case is not None else None,
+        amount=_number(data.get("amount")),
+    )
+
+
+def _regression(data: Mapping[str, Any]) -> Regression:
+    """A regressed (case, metric); a value that is not a number (null) is NaN."""
+    baseline, current = _number(data.get("baseline")), _number(data.get("current"))
+    return Regression(
+        case=str(data.get("case")),
+        metric=str(data.get("metric")),
+        baseline=math.nan if baseline is None else baseline,
+        current=math.nan if current is None else current,
+    )
+
+
+def _counts(data: Any) -> Counts:
+    counts = _mapping(data)
+    outcomes = _mapping(counts.get("outcomes"))
+    return Counts(
+        cases=_count(counts.get("cases")) or 0,
+        answered=_count(counts.get("answered")) or 0,
+        labelled=_count(counts.get("labelled")) or 0,
+        negative=_count(counts.get("negative")) or 0,
+        label_free=_count(counts.get("label_free")) or 0,
+        outcomes={str(o): n for o, value in outcomes.items() if (n := _count(value)) is not None},
+    )
+
+
+def _claim(data: Any) -> RunClaim | None:
+    if not isinstance(data, Mapping):
+        return None
+    return RunClaim(
+        job=_text(data.get("job")),
+        tick=_text(data.get("tick")),
+        replica=_text(data.get("replica")),
+        claimed=data.get("claimed") is not False,
+    )
+
+
+def read_stale_labels(data: Any) -> tuple[StaleLabelEntry, ...] | None:
+    """A report's ``stale_labels`` from their JSON (None: the run could not tell)."""
+    if not isinstance(data, list):
+        return None
+    return tuple(
+        StaleLabelEntry(
+            case=_text(entry.get("case")),
+            id=_text(entry.get("id")),
+            reason=_text(entry.get("reason")),
+            looked_up_at=_optional_text(entry.get("looked_up_at")),
+        )
+        for entry in data
+        if isinstance(entry, Mapping)
+    )
+
+
+def read_index_lookup(data: Any) -> IndexLookup | None:
+    """A report's ``index_lookup`` from its JSON (None: the report has none)."""
+    if not isinstance(data, Mapping):
+        return None
+    return IndexLookup(
+        at=_optional_text(data.get("at")),
+        ids=_count(data.get("ids")) or 0,
+        left=tuple(str(i) for i in _list(data.get("left"))),
+        left_at=_optional_text(data.get("left_at")),
+    )
+
+
+def _started_at(value: Any) -> datetime:
+    """When the run started; the epoch for a report that does not say (a hand-written one)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    return datetime.fromtimestamp(0, UTC)
+
+
+def _read_numbers(data: Any) -> dict[str, float | None]:
+    return {str(name): _number(value) for name, value in _mapping(data).items()}
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float, else None (null, text, a boolean, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> int | None:
+    """An integer, else None."""
+    return int(value) if _integer(value) else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _objects(value: Any) -> Iterable[Mapping[str, Any]]:
+    return (item for item in _list(value) if isinstance(item, Mapping))
