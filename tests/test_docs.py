@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections.abc import Iterator
+from dataclasses import fields as dc_fields
+from dataclasses import is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -24,11 +27,24 @@ from alert_contract import ALERTS
 from prometheus_client import generate_latest
 
 from ragcanary.cli.app import app as cli_app
+from ragcanary.measure.report_json import marshal
+from ragcanary.measure.run_report import (
+    BaselineComparison,
+    CaseComparison,
+    CaseEntry,
+    Counts,
+    IndexLookup,
+    RunClaim,
+    RunReport,
+    StaleLabelEntry,
+    baseline_run,
+    build_report,
+)
+from ragcanary.measure.verdict import Failure, Regression
 from ragcanary.probe.embedding import Embedder
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import run_suite
 from ragcanary.redact import Redactor
-from ragcanary.measure.run_report import baseline_run, build_report
 from ragcanary.reports.report import dump_text, load_reports
 from ragcanary.serve.daemon import Claim, Daemon, JobKey, suite_pairs
 from ragcanary.serve.http.api import create_app
@@ -128,7 +144,7 @@ def _embeddings(size: int, tilt: float) -> httpx.MockTransport:
 
 async def _cli_run(
     loaded: LoadedConfig, baseline: Path | None, *, lost: set[str], size: int, tilt: float
-) -> dict[str, Any]:
+) -> RunReport:
     """What `ragcanary run [--baseline FILE]` does for one pair (``cli.cycles.run_once``, then
     ``probe.cycle.run_cycle``), with the target's and the embedder's HTTP clients in process."""
     config = loaded.config.targets["vectors"]
@@ -149,7 +165,7 @@ async def _cli_run(
     return build_report(judge_run(loaded, "core", "vectors", run, before))
 
 
-async def cli_reports(tmp_path: Path) -> list[dict[str, Any]]:
+async def cli_reports(tmp_path: Path) -> list[RunReport]:
     """Reports of `ragcanary run`: a first run written with --report, then against it with
     --baseline a run that lost relevant ids, and one whose query vectors changed size."""
     loaded = _loaded(tmp_path, CLI_CONFIG.format(db=tmp_path / "cli.db"), CLI_SUITE)
@@ -193,7 +209,7 @@ def _index(held: set[str]) -> httpx.MockTransport:
     return httpx.MockTransport(answer)
 
 
-async def daemon_run(tmp_path: Path, storage: str) -> tuple[list[dict[str, Any]], bytes]:
+async def daemon_run(tmp_path: Path, storage: str) -> tuple[list[RunReport], bytes]:
     """Two runs of a daemon that was never started (``run_now``), the first pinned as the
     baseline and, on PostgreSQL, made for a claimed tick; then the index loses d1. Returns
     their reports and the exposition of the daemon's registry."""
@@ -296,9 +312,9 @@ def key_paths(value: Any, path: str = "") -> Iterator[str]:
             yield from key_paths(item, f"{path}[]")
 
 
-def undocumented(reports: list[dict[str, Any]]) -> list[str]:
+def undocumented(reports: list[RunReport]) -> list[str]:
     text = page("report.md")
-    return sorted({p for r in reports for p in key_paths(r) if f"`{p}`" not in text})
+    return sorted({p for r in reports for p in key_paths(marshal(r)) if f"`{p}`" not in text})
 
 
 @pytest.mark.anyio
@@ -309,7 +325,7 @@ async def test_every_key_of_a_report_is_in_docs_report_md(tmp_path: Path) -> Non
     (tmp_path / "daemon").mkdir()
     reports = await cli_reports(tmp_path / "cli")
     reports += (await daemon_run(tmp_path / "daemon", f"sqlite:///{tmp_path / 'd.db'}"))[0]
-    walked = {p for r in reports for p in key_paths(r)}
+    walked = {p for r in reports for p in key_paths(marshal(r))}
     # The runs made every kind of key, so a key they stop making fails here, not silently.
     assert {
         "baseline.embedding_dimensions.current",
@@ -322,7 +338,7 @@ async def test_every_key_of_a_report_is_in_docs_report_md(tmp_path: Path) -> Non
         "index_lookup.left_at",
     } <= walked
     assert not undocumented(reports), f"docs/report.md lacks {undocumented(reports)}"
-    outcomes = {o for r in reports for o in r["counts"]["outcomes"]}  # every query outcome
+    outcomes = {o for r in reports for o in r.counts.outcomes}  # every query outcome
     unnamed = sorted(o for o in outcomes if f"`{o}`" not in page("report.md"))
     assert not unnamed, f"docs/report.md does not explain the query outcomes {unnamed}"
 
@@ -333,8 +349,51 @@ async def test_a_replica_s_report_keys_are_in_docs_report_md(
 ) -> None:
     """On PostgreSQL a run made for a claimed tick carries its ``claim``."""
     reports, _ = await daemon_run(tmp_path, postgres_url)
-    assert "claim.replica" in set(key_paths(reports[0]))
+    assert "claim.replica" in set(key_paths(marshal(reports[0])))
     assert not undocumented(reports), f"docs/report.md lacks {undocumented(reports)}"
+
+
+# The report's classes by where their fields sit in the JSON (``measure.report_json``).
+REPORT_CLASSES: dict[str, type] = {
+    "": RunReport,
+    "baseline.": BaselineComparison,
+    "failures[].": Failure,
+    "regressions[].": Regression,
+    "counts.": Counts,
+    "cases[].": CaseEntry,
+    "cases[].vs_baseline.": CaseComparison,
+    "claim.": RunClaim,
+    "stale_labels[].": StaleLabelEntry,
+    "index_lookup.": IndexLookup,
+}
+
+
+def test_every_field_of_the_report_classes_is_in_docs_report_md() -> None:
+    """Read from the typed report itself: a field added to any of its classes fails here
+    until docs/report.md explains its key (a field is written under its own name)."""
+    text = page("report.md")
+    fields = [f"{where}{f.name}" for where, cls in REPORT_CLASSES.items() for f in dc_fields(cls)]
+    assert len(fields) > 60
+    missing = sorted(f for f in fields if f"`{f}`" not in text)
+    assert not missing, f"docs/report.md lacks {missing}"
+
+
+def test_the_report_classes_nest_as_the_json_does() -> None:
+    """Every dataclass a report field holds is listed above, so none goes unchecked."""
+    nested = {
+        t
+        for cls in REPORT_CLASSES.values()
+        for hint in typing.get_type_hints(cls).values()
+        for t in _dataclasses_in(hint)
+    }
+    assert nested <= set(REPORT_CLASSES.values())
+
+
+def _dataclasses_in(hint: Any) -> Iterator[type]:
+    if is_dataclass(hint) and isinstance(hint, type):
+        yield hint
+    for arg in typing.get_args(hint):
+        yield from _dataclasses_in(arg)
 
 
 # -- (c) the HTTP API ----------------------------------------------------------------------

@@ -89,7 +89,7 @@ def test_verdicts_of_a_real_run_count_what_the_run_counted() -> None:
         "quiet": "ok",
         "down": "unanswered",
     }
-    counted = {r["case"] for r in report["regressions"]}
+    counted = {r.case for r in report.regressions}
     assert {c for c, v in verdicts.items() if v == "regressed"} == counted
-    leaks = {f["case"] for f in report["failures"] if f["kind"] == "negative_leak"}
+    leaks = {f.case for f in report.failures if f.kind == "negative_leak"}
     assert {c for c, v in verdicts.items() if v == "leaked"} == leaks

@@ -143,12 +143,15 @@ def test_report_deltas_are_exactly_current_minus_baseline(cases) -> None:
     baseline = evaluate(run(before, "base"), settings_for(suite))
     current = build_report(evaluate(run(after), settings_for(suite), run(before, "base")))
     expected = baseline.scores.metrics
-    assert current["baseline"] is not None
-    for metric, delta in current["baseline"]["deltas"].items():
-        assert abs(delta - (current["metrics"][metric] - expected[metric])) <= 1e-12
-    shared = set(current["metrics"]) & set(expected)
-    if current["baseline"]["deltas"]:
-        assert set(current["baseline"]["deltas"]) == shared
+    assert current.baseline is not None
+    for metric, delta in current.baseline.deltas.items():
+        now = current.metrics[metric]
+        assert delta is not None
+        assert now is not None
+        assert abs(delta - (now - expected[metric])) <= 1e-12
+    shared = set(current.metrics) & set(expected)
+    if current.baseline.deltas:
+        assert set(current.baseline.deltas) == shared
 
 
 def test_score_shift_keeps_the_sign_that_score_drift_drops() -> None:
@@ -160,5 +163,6 @@ def test_score_shift_keeps_the_sign_that_score_drift_drops() -> None:
         ]
     )
     report = build_report(evaluate(lowered, settings_for(SUITE), baseline))
-    assert report["baseline"]["score_drift"] == pytest.approx(0.05)
-    assert report["baseline"]["score_shift"] == pytest.approx(-0.05)
+    assert report.baseline is not None
+    assert report.baseline.score_drift == pytest.approx(0.05)
+    assert report.baseline.score_shift == pytest.approx(-0.05)

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.report_json import marshal_case
 from ragcanary.measure.results import RunResult
-from ragcanary.measure.vectors import CHANGED_BELOW, compare_vectors, cosine
-from ragcanary.measure.run_report import baseline_run, build_report
+from ragcanary.measure.run_report import ABSENT, baseline_run, build_report
 from ragcanary.measure.vector_text import decode_vector, encode_vector
+from ragcanary.measure.vectors import CHANGED_BELOW, compare_vectors, cosine
 from ragcanary.suites.judge import settings_for
 
 CASES = [case(f"c{i}", ["rel"]) for i in range(4)]
@@ -102,17 +103,22 @@ def test_evaluate_and_the_report_carry_the_drift_and_each_cases_cosine() -> None
     baseline = embedded([turned(0.0)] * 4, "base")
     current = embedded([turned(0.0)] * 3 + [turned(math.pi / 3)])
     report = build_report(evaluate(current, settings, baseline))
-    assert report["baseline"]["embedding_drift"] == pytest.approx(0.125, abs=1e-12)
-    assert report["baseline"]["embedding_changed_ratio"] == 0.25
-    assert report["baseline"]["embedding_dimensions"] is None
-    assert report["cases"][3]["embedding_cosine"] == pytest.approx(0.5, abs=1e-12)
-    assert decode_vector(report["cases"][3]["query_vector"]) == pytest.approx(
+    assert report.baseline is not None
+    assert report.baseline.embedding_drift == pytest.approx(0.125, abs=1e-12)
+    assert report.baseline.embedding_changed_ratio == 0.25
+    assert report.baseline.embedding_dimensions is None
+    assert report.cases[3].embedding_cosine == pytest.approx(0.5, abs=1e-12)
+    assert decode_vector(report.cases[3].query_vector) == pytest.approx(
         turned(math.pi / 3), abs=1e-7
     )
     without = build_report(evaluate(embedded([None] * 4), settings, baseline))
-    assert without["baseline"]["embedding_drift"] is None
-    assert "embedding_cosine" not in without["cases"][0]
-    assert "query_vector" not in without["cases"][0]
+    assert without.baseline is not None
+    assert without.baseline.embedding_drift is None
+    assert without.cases[0].embedding_cosine is ABSENT  # left out of the JSON, not null
+    assert without.cases[0].query_vector is None
+    written = marshal_case(without.cases[0])
+    assert "embedding_cosine" not in written
+    assert "query_vector" not in written
 
 
 def test_a_report_gives_back_its_vectors_but_not_for_an_edited_query() -> None:

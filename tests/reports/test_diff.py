@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
 from factories import case_entry, run_report
 from rich.console import Console
 
+from ragcanary.measure.run_report import ABSENT, RunReport, StaleLabelEntry
 from ragcanary.reports.diff import diff_reports
 from ragcanary.reports.table import render_diff
 
 
-def _report(run_id: str, cases: list[dict[str, Any]], hit: float) -> dict[str, Any]:
+def _report(run_id: str, cases: list[dict[str, Any]], hit: float, **more: Any) -> RunReport:
     return run_report(
-        run_id, started_at="2026-11-22T03:00:00+00:00", metrics={"hit_rate@5": hit}, cases=cases
+        run_id,
+        started_at="2026-11-22T03:00:00+00:00",
+        metrics={"hit_rate@5": hit},
+        cases=cases,
+        **more,
     )
 
 
@@ -85,12 +91,12 @@ def test_an_id_that_left_is_marked_as_gone_from_the_index_or_not_returned() -> N
             _case("moved", ["d", "g"], [0.8, 0.7], 0.0),
         ],
         0.0,
+        stale_labels=[
+            {"case": "unseen", "id": "faded", "reason": "not_returned"},
+            {"case": "deleted", "id": "gone", "reason": "missing"},
+            {"case": "other", "id": "faded"},  # a report of before the reasons: not returned
+        ],
     )
-    after["stale_labels"] = [
-        {"case": "unseen", "id": "faded", "reason": "not_returned"},
-        {"case": "deleted", "id": "gone", "reason": "missing"},
-        {"case": "other", "id": "faded"},  # a report of before the reasons: not returned
-    ]
     diff = diff_reports(before, after)
     left = {c["id"]: c["left"][0] for c in diff["cases"]}
     assert (left["deleted"]["stale"], left["unseen"]["stale"], left["moved"]["stale"]) == (
@@ -112,7 +118,12 @@ def test_without_stale_labels_the_diff_marks_nothing() -> None:
     diff = diff_reports(before, after)
     assert "stale" not in diff["cases"][0]["left"][0]  # the run could not tell
     assert "†" not in _rendered(diff)
-    after["stale_labels"] = [{"case": "c", "id": "a", "reason": "missing"}]
+    assert after.stale_labels is ABSENT
+    assert (
+        "stale"
+        not in diff_reports(before, replace(after, stale_labels=None))["cases"][0]["left"][0]
+    )  # null: the run looked and could not tell
+    after = replace(after, stale_labels=(StaleLabelEntry("c", "a", "missing"),))
     assert diff_reports(before, after)["cases"][0]["left"][0]["stale"] == "missing"
 
 

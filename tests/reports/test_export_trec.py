@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytrec_eval
+from factories import case_entry, run_report
 from retrievers import FakeRetriever, target_entry
 from typer.testing import CliRunner
 
@@ -112,25 +113,27 @@ def test_trec_eval_on_the_export_gives_the_reports_numbers(
     with Store.from_url(f"sqlite:///{config.parent / 'ragcanary.db'}") as store:
         report = store.get_report(run_id)
     assert report is not None
-    cases = {c["id"]: c for c in report["cases"]}
+    cases = {c.id: c for c in report.cases}
     for qid, values in evaluated.items():
-        ours = cases[qid]["metrics"]
+        ours = cases[qid].metrics
         assert abs(values["recip_rank"] - ours["rr"]) <= 1e-9
         for name, value in values.items():
             measure, _, k = name.rpartition("_")
             if measure in OURS:
                 assert abs(value - ours[f"{OURS[measure]}@{k}"]) <= 1e-9, (qid, name)
     mean_rr = sum(v["recip_rank"] for v in evaluated.values()) / len(evaluated)
-    assert abs(mean_rr - report["metrics"]["mrr"]) <= 1e-9
+    mrr = report.metrics["mrr"]
+    assert mrr is not None
+    assert abs(mean_rr - mrr) <= 1e-9
 
 
 def test_the_run_file_keeps_the_targets_order_through_ties_and_duplicates() -> None:
-    report = {
-        "cases": [
-            {"id": "q", "ids": ["b", "a", "b", "c"], "error": None},
-            {"id": "x", "ids": [], "error": "timeout"},
+    report = run_report(
+        cases=[
+            case_entry("q", ids=["b", "a", "b", "c"], scores=[0.5, 0.5, 0.5, 0.9]),
+            case_entry("x", outcome="timeout", error="timeout"),
         ]
-    }
+    )
     assert run_file(report) == "q Q0 b 1 3 ragcanary\nq Q0 a 2 2 ragcanary\nq Q0 c 3 1 ragcanary\n"
 
 

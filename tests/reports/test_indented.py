@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.reports.indented import dumps_indented
+from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import build_report
+from ragcanary.reports.indented import dumps_indented
 from ragcanary.reports.report import dump_text
 from ragcanary.suites.judge import settings_for
 
@@ -64,10 +65,14 @@ def test_a_report_with_a_baseline_failures_and_regressions_is_written_exactly() 
     current = run(list(zip(cases, now + [answer(["rel"])] * 3, strict=True)))
     settings_ = settings_for(SuiteConfig(cases="suite.yaml", targets=["search"], k=[1, 3]))
     report = build_report(evaluate(current, settings_, baseline))
-    assert report["cases"][0]["vs_baseline"]["left"]  # the nesting a report really has
-    assert dumps_indented(report) == expected(report)
+    first = report.cases[0].vs_baseline
+    assert first is not None
+    assert first.left  # the nesting a report really has
+    data = marshal(report)
+    assert dumps_indented(data) == expected(data)
+    assert dump_text([report]) == expected(data) + "\n"
     both = [report, build_report(evaluate(baseline, settings_))]
-    assert dump_text(both) == expected(both) + "\n"
+    assert dump_text(both) == expected([marshal(r) for r in both]) + "\n"
 
 
 @pytest.mark.parametrize(

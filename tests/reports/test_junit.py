@@ -11,6 +11,7 @@ from factories import case_entry, run_report
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragcanary.measure.report_json import unmarshal
 from ragcanary.reports.junit import render_junit
 
 
@@ -226,7 +227,7 @@ def test_special_characters_in_ids_queries_and_errors_survive_a_round_trip(text:
 
 def test_minimal_report_without_optional_sections_renders() -> None:
     """Missing failures, regressions, baseline and cases still give a valid one-test suite."""
-    suite = parse(render_junit({"suite": "s", "target": "t", "outcome": "ok"}))
+    suite = parse(render_junit(unmarshal({"suite": "s", "target": "t", "outcome": "ok"})))
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "0")
     assert suite.get("time") == "0.000"
 

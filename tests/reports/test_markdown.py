@@ -9,6 +9,7 @@ from factories import case_entry, run_report
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ragcanary.measure.report_json import unmarshal
 from ragcanary.reports.markdown import render_markdown
 
 BASELINE: dict[str, Any] = {
@@ -223,7 +224,7 @@ def test_metric_names_and_failure_messages_are_escaped() -> None:
 
 def test_unknown_outcome_and_missing_fields_still_render() -> None:
     """A sparse report renders with placeholders instead of failing."""
-    rendered = render_markdown({"outcome": "weird"})
+    rendered = render_markdown(unmarshal({"outcome": "weird"}))
     dash = "\u2013"
     assert rendered.splitlines()[0] == f"## ❔ weird: ragcanary suite {dash} on {dash}"
     assert f"**Coverage** {dash} · **Duration** {dash}" in rendered

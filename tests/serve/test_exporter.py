@@ -7,10 +7,12 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from factories import answer, case, run, run_report
+from factories import answer, case, report_data, run
 from factories import case_entry as report_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,10 +20,11 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.report_json import unmarshal
 from ragcanary.measure.results import OUTCOMES
+from ragcanary.measure.run_report import RunReport, StaleLabelEntry, build_report
 from ragcanary.measure.scoring import score_run
 from ragcanary.measure.verdict import Policy, judge
-from ragcanary.measure.run_report import build_report
 from ragcanary.serve.metrics.exporter import Exporter, SuitePairs, per_case_admission
 from ragcanary.serve.metrics.families import QUERY_BUCKETS, RUN_BUCKETS
 
@@ -120,7 +123,12 @@ BASELINE = {
 }
 
 
-def make_report(
+def make_report(outcome: str = "ok", **options: Any) -> RunReport:
+    """A report as ``ragcanary.measure.run_report.build_report`` makes one."""
+    return unmarshal(make_report_data(outcome, **options))
+
+
+def make_report_data(
     outcome: str = "ok",
     *,
     target: str = "search",
@@ -129,8 +137,8 @@ def make_report(
     hit_rate: float = 0.5,
     cases: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A report in the shape ``ragcanary.reports.report.to_report`` writes."""
-    return run_report(
+    """``make_report``'s report as JSON, for a test to edit before reading it back."""
+    return report_data(
         f"run-{outcome}",
         target=target,
         started_at="2026-11-22T10:00:00+00:00",
@@ -289,7 +297,7 @@ def test_an_unavailable_run_moves_coverage_counters_and_last_run_only(exporter: 
     exporter.observe_run(make_report("ok"))
     timeouts = [case_entry(c, "timeout", latency=5.0) for c in ("c1", "c2", "neg")]
     outage = make_report("unavailable", coverage=0.0, hit_rate=0.0, cases=timeouts)
-    outage["started_at"] = "2026-11-22T11:00:00+00:00"
+    outage = replace(outage, started_at=datetime(2026, 11, 22, 11, 0, tzinfo=UTC))
     exporter.observe_run(outage)
     assert value(exporter, "ragcanary_hit_rate", k="5") == 0.5
     assert value(exporter, "ragcanary_coverage_ratio") == 0.0
@@ -339,8 +347,9 @@ def test_a_run_without_query_vectors_removes_the_embedding_drift_gauges(exporter
     """A target that stopped searching by vector (embedding: removed) leaves no stale drift."""
     exporter.observe_run(make_report())
     report = make_report()
-    report["baseline"] = {**BASELINE, "embedding_drift": None, "embedding_changed_ratio": None}
-    exporter.observe_run(report)
+    assert report.baseline is not None
+    vectorless = replace(report.baseline, embedding_drift=None, embedding_changed_ratio=None)
+    exporter.observe_run(replace(report, baseline=vectorless))
     assert value(exporter, "ragcanary_embedding_drift") is None
     assert value(exporter, "ragcanary_embedding_changed_ratio") is None
     assert value(exporter, "ragcanary_score_drift") == 0.07
@@ -348,11 +357,10 @@ def test_a_run_without_query_vectors_removes_the_embedding_drift_gauges(exporter
 
 def test_stale_labels_are_counted_once_enough_runs_tell(exporter: Exporter) -> None:
     report = make_report()
-    report["stale_labels"] = None  # fewer runs than stale_label_runs so far
-    exporter.observe_run(report)
+    exporter.observe_run(replace(report, stale_labels=None))  # fewer than stale_label_runs
     assert value(exporter, "ragcanary_stale_labels") is None
-    report["stale_labels"] = [{"case": "c1", "id": "d-1"}, {"case": "c2", "id": "d-9"}]
-    exporter.observe_run(report)
+    labels = (StaleLabelEntry("c1", "d-1", "not_returned"), StaleLabelEntry("c2", "d-9", "missing"))
+    exporter.observe_run(replace(report, stale_labels=labels))
     assert value(exporter, "ragcanary_stale_labels") == 2.0
     exporter.observe_run(make_report("unavailable", coverage=0.0, cases=[]))
     assert value(exporter, "ragcanary_stale_labels") == 2.0  # an outage says nothing of labels
@@ -361,26 +369,37 @@ def test_stale_labels_are_counted_once_enough_runs_tell(exporter: Exporter) -> N
 def test_a_null_metric_in_an_answered_run_removes_its_stale_value(exporter: Exporter) -> None:
     exporter.observe_run(make_report())
     report = make_report()
-    report["metrics"]["mrr"] = None
-    exporter.observe_run(report)
+    exporter.observe_run(replace(report, metrics={**report.metrics, "mrr": None}))
     assert value(exporter, "ragcanary_mrr") is None
 
 
-def test_the_last_run_time_falls_back_to_the_clock_without_a_start_time(
-    exporter: Exporter,
+@pytest.mark.parametrize(
+    ("started_at", "finished"),
+    [
+        (None, 1.5),  # left out: read as the epoch, plus the run's 1.5 s
+        ("2026-11-22T10:00:00", 1795341601.5),  # no zone: UTC, as reports are written
+    ],
+)
+def test_the_last_run_time_is_the_reports_own_not_the_clock(
+    exporter: Exporter, started_at: str | None, finished: float
 ) -> None:
-    report = make_report()
-    del report["started_at"]
-    exporter.observe_run(report)
-    assert value(exporter, "ragcanary_last_run_timestamp_seconds") == 1234.0
+    """A report always has a start (one written without it reads as the epoch): the last-run
+    time is that start plus the duration, never the time the exporter saw the report."""
+    data = make_report_data()
+    if started_at is None:
+        del data["started_at"]
+    else:
+        data["started_at"] = started_at
+    exporter.observe_run(unmarshal(data))
+    assert value(exporter, "ragcanary_last_run_timestamp_seconds") == finished
 
 
 def test_query_outcomes_are_counted_from_cases_when_the_report_has_no_counts(
     exporter: Exporter,
 ) -> None:
-    report = make_report()
-    del report["counts"]
-    exporter.observe_run(report)
+    data = make_report_data()
+    del data["counts"]
+    exporter.observe_run(unmarshal(data))
     assert value(exporter, "ragcanary_queries_total", outcome="ok") == 2.0
     assert value(exporter, "ragcanary_queries_total", outcome="timeout") == 1.0
 
@@ -491,7 +510,7 @@ def test_document_ids_never_become_labels() -> None:
 
 
 def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
-    """A report rendered by ``to_report`` from a judged run lands in the gauges unchanged."""
+    """A report built by ``build_report`` from a judged run lands in the gauges unchanged."""
     cases = [case("c1", ["d1"]), case("c2", ["d2"])]
     base = run([(cases[0], answer(["d1", "x"])), (cases[1], answer(["d2", "y"]))], "base")
     current = run([(cases[0], answer(["d1", "x"])), (cases[1], answer(["y", "z"]))], "now")
@@ -507,15 +526,16 @@ def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
     assert value(exporter, "ragcanary_regressed_cases") == 1.0
     assert value(exporter, "ragcanary_case_rr", case="c2") == 0.0
     assert value(exporter, "ragcanary_queries_total", outcome="ok") == 2.0
-    assert value(exporter, "ragcanary_runs_total", outcome=report["outcome"]) == 1.0
+    assert value(exporter, "ragcanary_runs_total", outcome=report.outcome) == 1.0
 
 
 def _exposition_after_one_run() -> str:
     exporter = Exporter(CollectorRegistry())
     exporter.load(pairs(per_case=True))
     report = make_report("regression")
-    report["stale_labels"] = [{"case": "c2", "id": "d-gone"}]
-    exporter.observe_run(report)
+    exporter.observe_run(
+        replace(report, stale_labels=(StaleLabelEntry("c2", "d-gone", "missing"),))
+    )
     return generate_latest(exporter.registry).decode()
 
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 import yaml
 
+from ragcanary.measure.run_report import IndexLookup, StaleLabelEntry
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
 from ragcanary.serve.stale.index_checks import IndexChecks, IndexView
 from ragcanary.suites.loaded import load_config
@@ -131,24 +132,23 @@ async def test_a_document_the_index_lost_is_a_stale_label_at_its_next_lookup(
     try:
         # Too few runs to tell what no canary gets back, but the index holds every label.
         first = await daemon.run_now(KEY)
-        assert first["stale_labels"] == []
-        lookup = {"at": T0.isoformat(), "ids": 2, "left": [], "left_at": None}
-        assert first["index_lookup"] == lookup
+        assert first.stale_labels == ()
+        assert first.index_lookup == IndexLookup(at=T0.isoformat(), ids=2, left=(), left_at=None)
         assert index.fetches == [["d1", "d2"]]
         index.held.discard("d2")  # a data migration deleted it
         # Not asked again within the hour: d2 left no canary's top-k. The report says when
         # the index was looked up, so nobody reads this as a fresh "still held".
         again = await daemon.run_now(KEY)
-        assert again["stale_labels"] == []
-        assert again["index_lookup"]["at"] == T0.isoformat()
+        assert again.stale_labels == ()
+        assert again.index_lookup is not None
+        assert again.index_lookup.at == T0.isoformat()
         assert len(index.fetches) == 1
         clock.now += 3600.0
         at = clock.wall().isoformat()
         later = await daemon.run_now(KEY)
-        assert later["stale_labels"] == [
-            {"case": "c2", "id": "d2", "reason": "missing", "looked_up_at": at}
-        ]
-        assert later["index_lookup"]["at"] == at
+        assert later.stale_labels == (StaleLabelEntry("c2", "d2", "missing", looked_up_at=at),)
+        assert later.index_lookup is not None
+        assert later.index_lookup.at == at
         assert len(index.fetches) == 2
         assert daemon.exporter.registry.get_sample_value("ragcanary_stale_labels", GAUGE) == 1.0
     finally:
@@ -165,25 +165,24 @@ async def test_a_relevant_id_that_leaves_its_top_k_is_looked_up_in_that_run(
     index.returned = ["d1", "d2"]
     daemon = _daemon(tmp_path, index, clock)
     try:
-        assert (await daemon.run_now(KEY))["stale_labels"] == []  # the baseline
+        assert (await daemon.run_now(KEY)).stale_labels == ()  # the baseline
         assert index.fetches == [["d1", "d2"]]
         clock.now += 60.0
         index.held.discard("d2")  # deleted: no canary gets it back from now on
         index.returned = ["d1"]
         at = clock.wall().isoformat()
         report = await daemon.run_now(KEY)
-        assert report["stale_labels"] == [
-            {"case": "c2", "id": "d2", "reason": "missing", "looked_up_at": at}
-        ]
-        lookup = {"at": T0.isoformat(), "ids": 2, "left": ["d2"], "left_at": at}
-        assert report["index_lookup"] == lookup
+        assert report.stale_labels == (StaleLabelEntry("c2", "d2", "missing", looked_up_at=at),)
+        lookup = IndexLookup(at=T0.isoformat(), ids=2, left=("d2",), left_at=at)
+        assert report.index_lookup == lookup
         assert index.fetches[1:] == [["d2"]]
         assert daemon.exporter.registry.get_sample_value("ragcanary_stale_labels", GAUGE) == 1.0
         clock.now += 60.0
         index.held.add("d2")  # restored, though still outranked: no longer stale
         report = await daemon.run_now(KEY)
-        assert report["stale_labels"] == []
-        assert report["index_lookup"]["left_at"] == clock.wall().isoformat()
+        assert report.stale_labels == ()
+        assert report.index_lookup is not None
+        assert report.index_lookup.left_at == clock.wall().isoformat()
         assert index.fetches[2:] == [["d2"]]
     finally:
         await daemon.keeper.close()

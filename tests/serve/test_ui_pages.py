@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from alert_contract import CONTRACT
+from factories import run_report
 from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.model import SuiteConfig
@@ -547,7 +548,8 @@ def test_the_fleet_shows_the_floor_and_each_metric_family_once() -> None:
     canary = {"kind": "min_score", "metric": None, "case": "c1", "message": "canary c1: low"}
     floor = {"kind": "floor", "metric": "hit_rate@5", "case": None, "amount": 0.1,
              "message": "hit_rate@5 is below the floor"}  # fmt: skip
-    summary = fleet.head_summary({"outcome": "regression", "failures": [*drops, canary, floor]})
+    report = run_report(outcome="regression", failures=[*drops, canary, floor])
+    summary = fleet.head_summary(report)
     assert summary["reasons"] == [
         "hit_rate@5 is below the floor",
         "hit_rate@10 dropped (also dropped at @1, @3, @5)",

@@ -90,7 +90,7 @@ def _any(value: Any) -> bool:
     return True
 
 
-# Case-entry key -> (results column, whether a value fits that column), in to_report's order.
+# Case-entry key -> (results column, whether a value fits that column), in marshal's order.
 _CASE_COLUMNS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "id": ("case_id", _text_or_none),
     "query": ("query", _text_or_none),

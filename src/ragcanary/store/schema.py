@@ -72,7 +72,7 @@ runs = Table(
     Column("duration_s", Float),
     Column("outcome", String(OUTCOME_LENGTH), nullable=False),
     Column("coverage", Float),
-    # The run-level part of the report dict: everything except "cases".
+    # The run-level part of the report's JSON (measure.report_json): all but "cases".
     Column("report", _json(), nullable=False),
     # list_runs / latest_run for one pair, and case_history's join when it starts from runs.
     Index("runs_suite_target_started", "suite", "target", "started_at"),

@@ -50,7 +50,7 @@ _PROBE_PREFIX = "~write-check-"
 
 
 class Store(ClaimsMixin):
-    """Runs (their report dicts), per-case results and pinned baselines in one database.
+    """Runs (their reports), per-case results and pinned baselines in one database.
 
     Safe to share between threads (each call takes its own pooled connection); the daemon
     calls it in worker threads (``ragcanary.threads.run_in``).
