@@ -14,6 +14,7 @@ queries.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -31,8 +32,8 @@ from ragcanary.config.model import SuiteConfig
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.results import RunResult
-from ragcanary.probe.target import make_client
 from ragcanary.measure.run_report import build_report
+from ragcanary.probe.target import make_client
 from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 from ragcanary.store.storage import Store
 from ragcanary.suites.judge import settings_for
@@ -116,10 +117,11 @@ def run(quick: bool) -> dict[str, Any]:
         for _ in range(repeat):
             spent, evaluation = cpu_s(partial(evaluate, current, settings, baseline))
             steps["evaluate"].append(spent)
-            spent, report = cpu_s(partial(to_report, evaluation))
+            spent, report = cpu_s(partial(build_report, evaluation))
             steps["report"].append(spent)
             steps["exporter"].append(cpu_s(partial(exporter.observe_run, report))[0])
-            report["run_id"] += f"-{len(steps['store'])}"  # each stored run needs its own id
+            # Each stored run needs its own id.
+            report = dataclasses.replace(report, run_id=f"{report.run_id}-{len(steps['store'])}")
             steps["store"].append(cpu_s(partial(store.save_run, report))[0])
     measured = {
         "ours": ours,
@@ -153,7 +155,7 @@ def render(result: dict[str, Any]) -> str:
             else f"{runner:.0f} (our requests cost less to build than `client.post`'s)",
         ],
         ["`evaluate` against a baseline (scores, drift, statistics)", f"{us['evaluate']:.0f}"],
-        ["`to_report`", f"{us['report']:.0f}"],
+        ["`build_report`", f"{us['report']:.0f}"],
         ["`Exporter.observe_run`", f"{us['exporter']:.0f}"],
         ["`Store.save_run` (SQLite)", f"{us['store']:.0f}"],
         [
@@ -172,7 +174,7 @@ def render(result: dict[str, Any]) -> str:
         " the retriever's pre-built answer without a socket, our cycle and the bare httpx loop"
         " differ only by our runner and target adapter. The daemon's remaining per-run work"
         " is then timed on the run our cycle produced, judged against the previous one:"
-        " `evaluate`, `to_report`, `Exporter.observe_run` and `Store.save_run` into a SQLite"
+        " `evaluate`, `build_report`, `Exporter.observe_run` and `Store.save_run` into a SQLite"
         " file."
     )
     share = runner / us["bare"] if us["bare"] else 0.0

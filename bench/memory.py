@@ -77,7 +77,7 @@ async def _measure(runs: int, daemon: Daemon) -> dict[str, Any]:
     started = time.perf_counter()
     for done in range(1, runs + 1):
         report = await daemon.run_now(key)
-        outcomes[report["outcome"]] = outcomes.get(report["outcome"], 0) + 1
+        outcomes[report.outcome] = outcomes.get(report.outcome, 0) + 1
         if done == warmup:
             first = tracemalloc.take_snapshot()
         if done >= warmup and (done - warmup) % every == 0:

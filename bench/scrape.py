@@ -11,6 +11,7 @@ the same daemon's API served by uvicorn in its own process, and, as the referenc
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import statistics
@@ -86,7 +87,7 @@ class Runs:
             suite, target = self._pairs[self._done % len(self._pairs)]
             duration = 1.0 + self._done % 7  # runs land in different histogram buckets
             self._exporter.observe_run(
-                self._report | {"suite": suite, "target": target, "duration_s": duration}
+                dataclasses.replace(self._report, suite=suite, target=target, duration_s=duration)
             )
             self._done += 1
 

@@ -43,6 +43,7 @@ from history import (
     canaries,
     database,
     postgres_unreachable,
+    run_head,
 )
 from render import section, table, verdict
 from retriever import RetrieverProcess
@@ -50,11 +51,12 @@ from sqlalchemy.pool import NullPool
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.metrics import aggregate
+from ragcanary.measure.report_json import unmarshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.probe.target import make_client
 from ragcanary.serve.daemon import Daemon
 from ragcanary.serve.http.api import create_app
 from ragcanary.store.engine import make_engine
-from ragcanary.store.rows import run_row
 from ragcanary.store.schema import baselines, candidates, runs
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import load_config
@@ -91,8 +93,8 @@ def suite_file(suite: list[Canary]) -> dict[str, Any]:
 
 def run_report(
     run_id: str, started_at: datetime, suite: list[Canary], picks: list[int], regressed: bool
-) -> dict[str, Any]:
-    """A run-level report as to_report writes it for one run of the filled suite."""
+) -> RunReport:
+    """A run-level report as build_report makes it for one run of the filled suite."""
     cases = [c.entries[p] for c, p in zip(suite, picks, strict=True)]
     metrics = aggregate([(c["metrics"], 1.0) for c in cases if c["metrics"]])
     by_tag: dict[str, list[tuple[dict[str, float], float]]] = {}
@@ -107,7 +109,7 @@ def run_report(
         for m in names
         if regressed
     ]
-    # As to_report lists them: every (case, metric) worse than the baseline. In the demo's
+    # As build_report lists them: every (case, metric) worse than the baseline. In the demo's
     # drop-docs incident a regressed case is worse on 17 metrics of 21.
     regressions = [
         {"case": c["id"], "metric": m, "baseline": 1.0, "current": 0.0}
@@ -115,36 +117,38 @@ def run_report(
         for m in names[:17]
         if regressed
     ]
-    return {
-        "suite": "core",
-        "target": "search",
-        "run_id": run_id,
-        "started_at": started_at.isoformat(),
-        "duration_s": 3.2,
-        "outcome": "regression" if regressed else "ok",
-        "coverage": sum(c["outcome"] == "ok" for c in cases) / len(cases),
-        "metrics": metrics,
-        "metrics_by_tag": {tag: aggregate(values) for tag, values in sorted(by_tag.items())},
-        "baseline": {
-            "run_id": "run-000000",
-            "deltas": {m: shift + rng.uniform(-0.01, 0.01) for m in names},
-            "p_values": {m: 0.0001 if regressed else rng.random() for m in names},
-            "ci": {m: [shift - 0.05, shift + 0.05] for m in names},
-            "win_tie_loss": {m: [100, 700, 200] for m in names},
-            "rank_overlap": 0.6 if regressed else 0.95,
-            "score_drift": 0.01,
-            "score_drifted_ratio": 0.02,
-            "score_shift": -0.001,
-            "top_score_delta": -0.002,
-            "embedding_drift": None,
-            "embedding_changed_ratio": None,
-            "embedding_dimensions": None,
-        },
-        "failures": failures,
-        "regressions": regressions,
-        "counts": {"cases": len(cases), "answered": len(cases), "outcomes": {"ok": len(cases)}},
-        "cases": cases,
-    }
+    return unmarshal(
+        {
+            "suite": "core",
+            "target": "search",
+            "run_id": run_id,
+            "started_at": started_at.isoformat(),
+            "duration_s": 3.2,
+            "outcome": "regression" if regressed else "ok",
+            "coverage": sum(c["outcome"] == "ok" for c in cases) / len(cases),
+            "metrics": metrics,
+            "metrics_by_tag": {tag: aggregate(values) for tag, values in sorted(by_tag.items())},
+            "baseline": {
+                "run_id": "run-000000",
+                "deltas": {m: shift + rng.uniform(-0.01, 0.01) for m in names},
+                "p_values": {m: 0.0001 if regressed else rng.random() for m in names},
+                "ci": {m: [shift - 0.05, shift + 0.05] for m in names},
+                "win_tie_loss": {m: [100, 700, 200] for m in names},
+                "rank_overlap": 0.6 if regressed else 0.95,
+                "score_drift": 0.01,
+                "score_drifted_ratio": 0.02,
+                "score_shift": -0.001,
+                "top_score_delta": -0.002,
+                "embedding_drift": None,
+                "embedding_changed_ratio": None,
+                "embedding_dimensions": None,
+            },
+            "failures": failures,
+            "regressions": regressions,
+            "counts": {"cases": len(cases), "answered": len(cases), "outcomes": {"ok": len(cases)}},
+            "cases": cases,
+        }
+    )
 
 
 def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
@@ -172,13 +176,7 @@ def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
             started_at = now - timedelta(seconds=EVERY_S * (steps - 1 - step))
             picks = [rng.randrange(VARIANTS) for _ in suite]
             template = templates[step >= regressed_from][step % 3]
-            run = {
-                **template,
-                "run_id": f"run-{step:06d}",
-                "started_at": started_at.isoformat(),
-                "cases": [],
-            }
-            batch.append((run_row(run), picks))
+            batch.append((run_head(template, f"run-{step:06d}", started_at), picks))
             if len(batch) * len(suite) >= 50_000 or step == steps - 1:
                 _insert(conn, suite, batch)
                 batch = []
@@ -240,14 +238,11 @@ def add_pairs(url: str, suite: list[Canary], now: datetime, count: int) -> None:
     fleet page reads; their per-case rows are left out)."""
     template = run_report("t", now, suite, [0] * len(suite), regressed=False)
     rows = [
-        run_row(
-            {
-                **template,
-                "target": f"extra-{t:03d}",
-                "run_id": f"extra-{t:03d}-{step:04d}",
-                "started_at": (now - timedelta(seconds=EVERY_S * step)).isoformat(),
-                "cases": [],
-            }
+        run_head(
+            template,
+            f"extra-{t:03d}-{step:04d}",
+            now - timedelta(seconds=EVERY_S * step),
+            target=f"extra-{t:03d}",
         )
         for t in range(1, count)
         for step in range(86_400 // EVERY_S)
@@ -319,7 +314,7 @@ class Client:
         token = ADMIN["RAGCANARY_ADMIN_TOKEN"]
         self._client = httpx.AsyncClient(
             transport=transport,
-            base_url="http://bench",
+            base_url="http://localhost",  # a host the daemon answers (serve/http/hosts.py)
             headers={"authorization": f"Bearer {token}"},
         )
 

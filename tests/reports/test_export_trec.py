@@ -82,7 +82,7 @@ def stored(tmp_path: Path) -> tuple[Path, str]:
         async def one_run() -> str:
             daemon = Daemon(config, environ, load_config(config, environ))
             try:
-                return str((await daemon.run_now(JobKey("core", "vendor")))["run_id"])
+                return (await daemon.run_now(JobKey("core", "vendor"))).run_id
             finally:
                 await daemon.shutdown()
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -68,14 +68,14 @@ async def _runs(config: Path, retriever: FakeRetriever) -> dict[str, str]:
     daemon = Daemon(config, environ, load_config(config, environ))
     ids = {}
     try:
-        ids["first"] = (await daemon.run_now(VENDOR))["run_id"]
-        ids["second"] = (await daemon.run_now(VENDOR))["run_id"]
+        ids["first"] = (await daemon.run_now(VENDOR)).run_id
+        ids["second"] = (await daemon.run_now(VENDOR)).run_id
         retriever.drop_ids = {"doc-7"}
-        ids["dropped"] = (await daemon.run_now(VENDOR))["run_id"]
+        ids["dropped"] = (await daemon.run_now(VENDOR)).run_id
         retriever.status = 503
-        ids["down"] = (await daemon.run_now(VENDOR))["run_id"]
+        ids["down"] = (await daemon.run_now(VENDOR)).run_id
         retriever.status, retriever.drop_ids = 200, set()
-        ids["mirror"] = (await daemon.run_now(MIRROR))["run_id"]
+        ids["mirror"] = (await daemon.run_now(MIRROR)).run_id
     finally:
         await daemon.shutdown()
     return ids
@@ -401,8 +401,8 @@ def test_history_since_bounds_how_far_back(stored: Stored, since: str, runs: int
         report = store.get_report(stored.first)
         assert report is not None
         for run_id, days in (("aged-10d", 10), ("aged-60d", 60)):
-            started = (datetime.now(UTC) - timedelta(days=days)).isoformat()
-            store.save_run({**report, "run_id": run_id, "started_at": started})
+            started = datetime.now(UTC) - timedelta(days=days)
+            store.save_run(replace(report, run_id=run_id, started_at=started))
     args = ("--suite", "core", "--case", "pricing", "--since", since, "--json")
     result = _invoke(stored.config, "history", *args)
     assert result.exit_code == 0, result.output
@@ -469,8 +469,9 @@ def test_piped_history_is_one_line_a_run_with_every_column(stored: Stored) -> No
     (row,) = [line for line in result.output.splitlines() if stored.dropped in line]
     assert row.split()[3:] == ["vendor", "regressed", "ok", "doc-2", "0.8100", "#1", "-"], row
     with Store.from_url(stored.db) as store:
-        started = store.get_report(stored.dropped)["started_at"]  # type: ignore[index]
-    assert row.startswith(str(datetime.fromisoformat(started)).split()[0]), row
+        report = store.get_report(stored.dropped)
+    assert report is not None
+    assert row.startswith(str(report.started_at).split()[0]), row
 
 
 def test_a_narrow_terminal_gets_plain_lines_and_a_wide_one_the_table(stored: Stored) -> None:
@@ -526,7 +527,7 @@ def test_an_ambiguous_short_id_is_exit_2_listing_the_runs_it_could_be(
     with Store.from_url(stored.db) as store:
         report = store.get_report(stored.first)
         assert report is not None
-        store.save_run({**report, "run_id": twin})
+        store.save_run(replace(report, run_id=twin))
     prefix = stored.first[:8]
     filled = [a.format(prefix=prefix, out=tmp_path / "out") for a in args]
     result = _invoke(stored.config, *filled)

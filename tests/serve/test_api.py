@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
+from ragcanary.measure.report_json import marshal
+from ragcanary.measure.run_report import RunReport
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
 from ragcanary.serve.http.api import create_app
 from ragcanary.suites.loaded import load_config
@@ -190,7 +193,7 @@ async def test_metrics_are_prometheus_text_with_the_last_run(
 
 
 async def test_runs_are_listed_newest_first(daemon: Daemon, api: httpx.AsyncClient) -> None:
-    ids = [(await daemon.run_now(key))["run_id"] for key in (VENDOR, MIRROR, OTHER, VENDOR)]
+    ids = [(await daemon.run_now(key)).run_id for key in (VENDOR, MIRROR, OTHER, VENDOR)]
     response = await api.get("/api/v1/runs")
     assert response.status_code == 200
     assert [r["run_id"] for r in response.json()["runs"]] == ids[::-1]
@@ -210,7 +213,7 @@ async def test_runs_are_listed_newest_first(daemon: Daemon, api: httpx.AsyncClie
 async def test_runs_filter_by_suite_and_target_and_limit(
     daemon: Daemon, api: httpx.AsyncClient, query: dict[str, Any], expected: list[int]
 ) -> None:
-    ids = [(await daemon.run_now(key))["run_id"] for key in (VENDOR, MIRROR, OTHER, VENDOR)]
+    ids = [(await daemon.run_now(key)).run_id for key in (VENDOR, MIRROR, OTHER, VENDOR)]
     response = await api.get("/api/v1/runs", params=query)
     assert response.status_code == 200
     assert [r["run_id"] for r in response.json()["runs"]] == [ids[i] for i in expected]
@@ -227,9 +230,9 @@ async def test_run_summary_carries_outcome_coverage_and_metrics(
 ) -> None:
     report = await daemon.run_now(VENDOR)
     (summary,) = (await api.get("/api/v1/runs")).json()["runs"]
-    assert summary["outcome"] == report["outcome"] == "ok"
+    assert summary["outcome"] == report.outcome == "ok"
     assert summary["coverage"] == 1.0
-    assert summary["metrics"] == report["metrics"]
+    assert summary["metrics"] == report.metrics
     assert (summary["suite"], summary["target"]) == ("core", "vendor")
 
 
@@ -239,10 +242,10 @@ async def test_one_run_is_its_report_json_with_the_contract_keys(
     await daemon.run_now(VENDOR)
     retriever.drop_ids = {"doc-7"}
     report = await daemon.run_now(VENDOR)
-    response = await api.get(f"/api/v1/runs/{report['run_id']}")
+    response = await api.get(f"/api/v1/runs/{report.run_id}")
     assert response.status_code == 200
     body = response.json()
-    assert body == json.loads(json.dumps(report))
+    assert body == marshal(report)
     assert set(body) >= REPORT_KEYS
     assert {"run_id", "deltas", "rank_overlap", "score_drift"} <= set(body["baseline"])
     assert all(set(case) >= CASE_KEYS for case in body["cases"])
@@ -261,17 +264,17 @@ async def test_a_run_is_found_by_the_short_id_run_prints(
     daemon: Daemon, api: httpx.AsyncClient
 ) -> None:
     report = await daemon.run_now(VENDOR)
-    response = await api.get(f"/api/v1/runs/{report['run_id'][:12]}")
+    response = await api.get(f"/api/v1/runs/{report.run_id[:12]}")
     assert response.status_code == 200, response.text
-    assert response.json()["run_id"] == report["run_id"]
+    assert response.json()["run_id"] == report.run_id
 
 
 async def _twins(daemon: Daemon) -> tuple[str, str]:
     """Two stored runs of core on vendor whose ids share their first 8 characters."""
     report = await daemon.run_now(VENDOR)
-    twin = report["run_id"][:8] + "0" * 24
-    daemon.store.save_run({**report, "run_id": twin})
-    return report["run_id"], twin
+    twin = report.run_id[:8] + "0" * 24
+    daemon.store.save_run(replace(report, run_id=twin))
+    return report.run_id, twin
 
 
 @pytest.mark.parametrize("where", ["run", "diff-from", "diff-to", "baseline"])
@@ -303,16 +306,16 @@ async def test_diff_and_baseline_take_short_ids(
     before = await daemon.run_now(VENDOR)
     retriever.drop_ids = {"doc-7"}
     after = await daemon.run_now(VENDOR)
-    short = {"from": before["run_id"][:12], "to": after["run_id"][:9]}
+    short = {"from": before.run_id[:12], "to": after.run_id[:9]}
     diff = await api.get("/api/v1/diff", params={"suite": "core", "target": "vendor", **short})
     assert diff.status_code == 200, diff.text
     body = diff.json()
-    assert (body["from"]["run_id"], body["to"]["run_id"]) == (before["run_id"], after["run_id"])
-    pin = {"run_id": after["run_id"][:12]}
+    assert (body["from"]["run_id"], body["to"]["run_id"]) == (before.run_id, after.run_id)
+    pin = {"run_id": after.run_id[:12]}
     response = await api.post("/api/v1/baselines/core/vendor", json=pin, headers=_admin())
     assert response.status_code == 200, response.text
-    assert response.json()["run_id"] == after["run_id"]
-    assert daemon.store.get_baseline("core", "vendor") == after["run_id"]
+    assert response.json()["run_id"] == after.run_id
+    assert daemon.store.get_baseline("core", "vendor") == after.run_id
 
 
 # --- diff -----------------------------------------------------------------------------------
@@ -328,8 +331,8 @@ async def test_diff_defaults_to_baseline_against_latest(
     response = await api.get("/api/v1/diff", params={"suite": "core", "target": "vendor"})
     assert response.status_code == 200
     diff = response.json()
-    assert diff["from"]["run_id"] == first["run_id"]
-    assert diff["to"]["run_id"] == latest["run_id"]
+    assert diff["from"]["run_id"] == first.run_id
+    assert diff["to"]["run_id"] == latest.run_id
     (case,) = [c for c in diff["cases"] if c["id"] == "password"]
     assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}]
     assert case["metrics"]["recall@3"] == {"from": 1.0, "to": 0.5, "delta": -0.5}
@@ -343,9 +346,9 @@ async def test_diff_between_explicit_runs(
     retriever.score_shift = -0.1
     after = await daemon.run_now(VENDOR)
     await daemon.run_now(VENDOR)
-    query = {"suite": "core", "target": "vendor", "from": after["run_id"], "to": before["run_id"]}
+    query = {"suite": "core", "target": "vendor", "from": after.run_id, "to": before.run_id}
     diff = (await api.get("/api/v1/diff", params=query)).json()
-    assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (after["run_id"], before["run_id"])
+    assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (after.run_id, before.run_id)
     password = next(c for c in diff["cases"] if c["id"] == "password")
     assert password["score_deltas"]["doc-7"] == pytest.approx(0.1)
     assert password["left"] == password["entered"] == []
@@ -373,9 +376,9 @@ async def test_diff_is_404_when_there_is_nothing_to_diff(
 # --- history --------------------------------------------------------------------------------
 
 
-def _aged(report: dict[str, Any], days: float, run_id: str) -> dict[str, Any]:
+def _aged(report: RunReport, days: float, run_id: str) -> RunReport:
     started = datetime.now(UTC) - timedelta(days=days)
-    return {**report, "run_id": run_id, "started_at": started.isoformat()}
+    return replace(report, run_id=run_id, started_at=started)
 
 
 async def test_history_shows_ranks_of_relevant_ids_oldest_first(
@@ -411,7 +414,7 @@ async def test_history_since_leaves_out_older_runs(
     report = await daemon.run_now(VENDOR)
     daemon.store.save_run(_aged(report, 30, "30d"))
     daemon.store.save_run(_aged(report, 3, "3d"))
-    names = {report["run_id"]: "now", "3d": "3d", "30d": "30d"}
+    names = {report.run_id: "now", "3d": "3d", "30d": "30d"}
     query = {"suite": "core", "case": "pricing", "since": since}
     rows = (await api.get("/api/v1/history", params=query)).json()["history"]
     assert [names[r["run_id"]] for r in rows] == expected
@@ -456,7 +459,7 @@ async def test_baseline_post_is_refused_when_no_admin_token_is_set(
         async with await _client(daemon) as api:
             response = await api.post(
                 "/api/v1/baselines/core/vendor",
-                json={"run_id": report["run_id"]},
+                json={"run_id": report.run_id},
                 headers={"Authorization": "Bearer "},
             )
     finally:
@@ -475,10 +478,10 @@ async def test_baseline_post_needs_the_right_token(
     first = await daemon.run_now(VENDOR)
     second = await daemon.run_now(VENDOR)
     response = await api.post(
-        "/api/v1/baselines/core/vendor", json={"run_id": second["run_id"]}, headers=headers
+        "/api/v1/baselines/core/vendor", json={"run_id": second.run_id}, headers=headers
     )
     assert response.status_code == 401
-    assert daemon.store.get_baseline("core", "vendor") == first["run_id"]
+    assert daemon.store.get_baseline("core", "vendor") == first.run_id
 
 
 def _admin() -> dict[str, str]:
@@ -491,14 +494,14 @@ async def test_baseline_post_pins_the_latest_successful_run_by_default(
     await daemon.run_now(VENDOR)
     latest_ok = await daemon.run_now(VENDOR)
     retriever.status = 503  # an outage afterwards must not become the baseline
-    assert (await daemon.run_now(VENDOR))["outcome"] == "unavailable"
+    assert (await daemon.run_now(VENDOR)).outcome == "unavailable"
     response = await api.post("/api/v1/baselines/core/vendor", json={}, headers=_admin())
     assert response.status_code == 200
-    assert response.json() == {"suite": "core", "target": "vendor", "run_id": latest_ok["run_id"]}
-    assert daemon.store.get_baseline("core", "vendor") == latest_ok["run_id"]
+    assert response.json() == {"suite": "core", "target": "vendor", "run_id": latest_ok.run_id}
+    assert daemon.store.get_baseline("core", "vendor") == latest_ok.run_id
     listed = (await api.get("/api/v1/baselines")).json()["baselines"]
     assert [(b["suite"], b["target"], b["run_id"]) for b in listed] == [
-        ("core", "vendor", latest_ok["run_id"])
+        ("core", "vendor", latest_ok.run_id)
     ]
 
 
@@ -509,7 +512,7 @@ async def test_baseline_post_without_a_body_pins_the_latest_successful_run(
     latest = await daemon.run_now(VENDOR)
     response = await api.post("/api/v1/baselines/core/vendor", headers=_admin())
     assert response.status_code == 200, response.text
-    assert daemon.store.get_baseline("core", "vendor") == latest["run_id"]
+    assert daemon.store.get_baseline("core", "vendor") == latest.run_id
 
 
 async def test_baseline_post_pins_an_explicit_run_and_the_next_run_compares_with_it(
@@ -519,12 +522,13 @@ async def test_baseline_post_pins_an_explicit_run_and_the_next_run_compares_with
     retriever.drop_ids = {"doc-7"}
     degraded = await daemon.run_now(VENDOR)
     response = await api.post(
-        "/api/v1/baselines/core/vendor", json={"run_id": degraded["run_id"]}, headers=_admin()
+        "/api/v1/baselines/core/vendor", json={"run_id": degraded.run_id}, headers=_admin()
     )
     assert response.status_code == 200
     following = await daemon.run_now(VENDOR)
-    assert following["baseline"]["run_id"] == degraded["run_id"]
-    assert following["baseline"]["rank_overlap"] == pytest.approx(1.0)
+    assert following.baseline is not None
+    assert following.baseline.run_id == degraded.run_id
+    assert following.baseline.rank_overlap == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("which", ["unknown", "other-suite", "other-target"])
@@ -536,13 +540,13 @@ async def test_baseline_post_is_404_for_a_run_it_cannot_pin(
         "other-suite": await daemon.run_now(OTHER),
         "other-target": await daemon.run_now(MIRROR),
     }
-    run_id = runs[which]["run_id"] if which in runs else "no-such-run"
+    run_id = runs[which].run_id if which in runs else "no-such-run"
     response = await api.post(
         "/api/v1/baselines/core/vendor", json={"run_id": run_id}, headers=_admin()
     )
     assert response.status_code == 404
     assert run_id in response.json()["detail"]
-    assert daemon.store.get_baseline("core", "vendor") == pinned["run_id"]
+    assert daemon.store.get_baseline("core", "vendor") == pinned.run_id
 
 
 async def test_baseline_post_is_404_without_a_successful_run(
@@ -612,7 +616,7 @@ async def test_no_response_carries_a_secret(
             "/openapi.json",
             "/api/v1/jobs",
             "/api/v1/runs",
-            f"/api/v1/runs/{first['run_id']}",
+            f"/api/v1/runs/{first.run_id}",
             "/api/v1/diff?suite=core&target=vendor",
             "/api/v1/history?suite=core&case=password",
             "/api/v1/baselines",

@@ -68,13 +68,13 @@ async def daemon(tmp_path: Path, retriever: FakeRetriever) -> AsyncIterator[Daem
     daemon = Daemon(path, environ, loaded)
     daemon.exporter.load(suite_pairs(loaded))
     daemon.store.migrate()
-    assert (await daemon.run_now(KEY))["outcome"] == "ok"  # pinned as the baseline
+    assert (await daemon.run_now(KEY)).outcome == "ok"  # pinned as the baseline
     retriever.drop_ids = {"rel-moved"}
     await daemon.run_now(KEY)
     retriever.corpus = {**CORPUS, "streaming ingest": [("doc-x", 0.7)]}
-    assert (await daemon.run_now(KEY))["outcome"] == "regression"  # the leak fails the run
+    assert (await daemon.run_now(KEY)).outcome == "regression"  # the leak fails the run
     retriever.status = 503
-    assert (await daemon.run_now(KEY))["outcome"] == "unavailable"
+    assert (await daemon.run_now(KEY)).outcome == "unavailable"
     yield daemon
     await daemon.shutdown()
 

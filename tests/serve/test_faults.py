@@ -27,6 +27,7 @@ from daemon_harness import DaemonProcess, Scrape, config_yaml, free_port, runnin
 from faulty_retriever import EXPECTED_OUTCOME, MODES, FaultyRetriever, Mode
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.run_report import RunReport
 from ragcanary.probe.target import HttpTarget, make_client
 from ragcanary.store.storage import Store
 
@@ -84,7 +85,7 @@ def _memory(pid: int) -> dict[str, int]:
     return fields
 
 
-def _stored_reports(storage: str) -> list[dict[str, Any]]:
+def _stored_reports(storage: str) -> list[RunReport]:
     """Every run report in ``storage``, read after the daemon stopped."""
     with Store.from_url(storage) as store:
         summaries = store.list_runs(limit=100_000)
@@ -229,7 +230,7 @@ def test_daemon_survives_random_faults_counts_them_and_reports_no_quality_drop(
         served = sum(n for (_, o), n in served_by_then.items() if o == outcome)
         assert 0 < counted <= served, outcome
     stored = _stored_reports(storage)
-    in_storage = Counter((c["query"], c["outcome"]) for r in stored for c in r["cases"])
+    in_storage = Counter((c.query, c.outcome) for r in stored for c in r.cases)
     assert in_storage == retriever.expected_outcomes()  # every request, once, as what it was
 
     # Never a quality drop: the answered queries were all correct, whatever the coverage.
@@ -244,7 +245,7 @@ def test_daemon_survives_random_faults_counts_them_and_reports_no_quality_drop(
         below = run["coverage"] < MIN_COVERAGE[run["suite"]]
         assert (run["outcome"] == "unavailable") == below, run
     assert any(r["outcome"] == "unavailable" for r in runs if r["suite"] == "strict")
-    assert {r["run_id"] for r in runs} == {r["run_id"] for r in stored}
+    assert {r["run_id"] for r in runs} == {r.run_id for r in stored}
 
     # Logs: JSON, no traceback, and a failing retriever logged once per run, not per query.
     assert "Traceback" not in daemon.log

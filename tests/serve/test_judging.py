@@ -92,7 +92,7 @@ async def test_a_baseline_is_decoded_once_per_pin_and_again_for_another_suite(
     first = await daemon.run_now(VENDOR)  # pinned as the first healthy run
     report = await daemon.keeper.baseline(pair, "pinned")
     assert report is not None
-    assert report.run_id == first["run_id"]
+    assert report.run_id == first.run_id
     decoded = await judge.baseline(pair, report, suite)
     assert await judge.baseline(pair, report, suite) is decoded
     reloaded = load_config(daemon.config_file, daemon.environ).suites["core"]
@@ -107,16 +107,19 @@ async def test_a_pin_changed_by_another_process_is_the_next_runs_baseline(
 ) -> None:
     first = await daemon.run_now(VENDOR)
     second = await daemon.run_now(VENDOR)
-    assert second["baseline"]["run_id"] == first["run_id"]
+    assert second.baseline is not None
+    assert second.baseline.run_id == first.run_id
     # `ragcanary baseline accept --run` from another process, on its own connection.
     with Store.from_url(daemon.loaded.config.storage) as other:
-        other.set_baseline("core", "vendor", second["run_id"])
+        other.set_baseline("core", "vendor", second.run_id)
     third = await daemon.run_now(VENDOR)
-    assert third["baseline"]["run_id"] == second["run_id"]
+    assert third.baseline is not None
+    assert third.baseline.run_id == second.run_id
     with Store.from_url(daemon.loaded.config.storage) as other:
-        other.set_baseline("core", "vendor", first["run_id"])
+        other.set_baseline("core", "vendor", first.run_id)
     fourth = await daemon.run_now(VENDOR)
-    assert fourth["baseline"]["run_id"] == first["run_id"]
+    assert fourth.baseline is not None
+    assert fourth.baseline.run_id == first.run_id
 
 
 # Where the objects of a run's queries come from: the HTTP client and ragcanary itself.
@@ -188,5 +191,5 @@ async def test_metrics_answer_while_a_run_is_being_judged(config: Path) -> None:
         await daemon.shutdown()
     assert held.held
     assert held.thread != threading.get_ident()
-    assert report["outcome"] == "ok"
-    assert report["coverage"] == 1.0
+    assert report.outcome == "ok"
+    assert report.coverage == 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,8 @@ async def _regressed(daemon: Daemon, retriever: FakeRetriever) -> tuple[str, str
     first = await daemon.run_now(VENDOR)
     retriever.drop_ids = {"doc-7"}
     second = await daemon.run_now(VENDOR)
-    assert second["outcome"] == "regression"
-    return first["run_id"], second["run_id"]
+    assert second.outcome == "regression"
+    return first.run_id, second.run_id
 
 
 def _page(response: httpx.Response) -> str:
@@ -147,10 +148,9 @@ async def test_a_sparkline_draws_each_of_the_27_runs_of_half_an_hour(
 ) -> None:
     """One point per 30-minute slot drew a demo's first 27 runs as one dot."""
     report = await daemon.run_now(VENDOR)
-    started = datetime.fromisoformat(report["started_at"])
     for minute in range(1, 27):
-        earlier = (started - timedelta(minutes=minute)).isoformat()
-        daemon.store.save_run({**report, "run_id": f"early-{minute:02d}", "started_at": earlier})
+        earlier = report.started_at - timedelta(minutes=minute)
+        daemon.store.save_run(replace(report, run_id=f"early-{minute:02d}", started_at=earlier))
     sparklines = _spark_points(_page(await ui.get("/ui/")))
     vendor = [(label, points) for label, points in sparklines if "27 runs" in label]
     assert [points for _, points in vendor] == [27, 27], sparklines  # Hit@k and MRR
@@ -169,12 +169,11 @@ async def test_latest_redirects_to_the_newest_run_or_says_there_is_none(
     second = await daemon.run_now(VENDOR)
     pair = {"suite": "core", "target": "vendor"}
     found = await ui.get("/ui/latest", params=pair)
-    assert found.headers["location"] == f"/ui/runs/{second['run_id']}"
+    assert found.headers["location"] == f"/ui/runs/{second.run_id}"
     # A Grafana data link names a moment in milliseconds: the run started then or just before.
-    started = datetime.fromisoformat(second["started_at"])
-    just_before = int((started - timedelta(microseconds=1)).timestamp() * 1000)
+    just_before = int((second.started_at - timedelta(microseconds=1)).timestamp() * 1000)
     then = await ui.get("/ui/latest", params={**pair, "at": str(just_before)})
-    assert then.headers["location"] == f"/ui/runs/{first['run_id']}"
+    assert then.headers["location"] == f"/ui/runs/{first.run_id}"
     missing = await ui.get("/ui/latest", params={"suite": "core", "target": "mirror"})
     assert missing.status_code == 404
     assert "No run of suite core on target mirror" in _page(missing)
@@ -240,12 +239,12 @@ async def test_a_run_page_takes_the_short_id_run_prints_and_refuses_an_ambiguous
     daemon: Daemon, ui: httpx.AsyncClient
 ) -> None:
     report = await daemon.run_now(VENDOR)
-    run_id = report["run_id"]
+    run_id = report.run_id
     shown = await ui.get(f"/ui/runs/{run_id[:12]}")
     assert shown.status_code == 200
     assert run_id in _page(shown)
     twin = run_id[:8] + "0" * 24
-    daemon.store.save_run({**report, "run_id": twin})
+    daemon.store.save_run(replace(report, run_id=twin))
     for path, params in ((f"/ui/runs/{run_id[:8]}", {}), ("/ui/diff", {"from": run_id[:8]})):
         response = await ui.get(path, params={"suite": "core", "target": "vendor", **params})
         assert response.status_code == 400, path
@@ -258,7 +257,7 @@ async def test_a_run_page_takes_the_short_id_run_prints_and_refuses_an_ambiguous
 async def test_a_diff_of_runs_of_another_pair_is_400(daemon: Daemon, ui: httpx.AsyncClient) -> None:
     mine = await daemon.run_now(VENDOR)
     theirs = await daemon.run_now(MIRROR)
-    query = {"suite": "core", "target": "vendor", "from": theirs["run_id"], "to": mine["run_id"]}
+    query = {"suite": "core", "target": "vendor", "from": theirs.run_id, "to": mine.run_id}
     response = await ui.get("/ui/diff", params=query)
     assert response.status_code == 400
     assert "mirror" in _page(response)
@@ -334,13 +333,13 @@ async def test_the_baselines_page_without_a_token_says_how_to_set_one(
             text = _page(await ui.get("/ui/baselines"))
             refused = await ui.post(
                 "/ui/baselines",
-                data={"pair": '["core", "vendor"]', "run_id": first["run_id"], "token": "x"},
+                data={"pair": '["core", "vendor"]', "run_id": first.run_id, "token": "x"},
             )
     finally:
         await daemon.shutdown()
     assert "Set <code>RAGCANARY_ADMIN_TOKEN</code>" in text
     assert "<fieldset disabled>" in text
-    assert f'href="/ui/runs/{first["run_id"]}"' in text  # pinned by itself, as the first run
+    assert f'href="/ui/runs/{first.run_id}"' in text  # pinned by itself, as the first run
     assert refused.status_code == 403
 
 
@@ -349,21 +348,21 @@ async def test_the_pin_form_pins_with_the_admin_token_only(
 ) -> None:
     first = await daemon.run_now(VENDOR)
     second = await daemon.run_now(VENDOR)
-    form = {"pair": '["core", "vendor"]', "run_id": second["run_id"]}
+    form = {"pair": '["core", "vendor"]', "run_id": second.run_id}
     wrong = await ui.post("/ui/baselines", data={**form, "token": "guess"})
     assert wrong.status_code == 401
     assert "Wrong admin token" in _page(wrong)
-    assert daemon.store.get_baseline("core", "vendor") == first["run_id"]
+    assert daemon.store.get_baseline("core", "vendor") == first.run_id
     right = await ui.post("/ui/baselines", data={**form, "token": ADMIN_TOKEN})
     assert right.status_code == 303
-    assert daemon.store.get_baseline("core", "vendor") == second["run_id"]
+    assert daemon.store.get_baseline("core", "vendor") == second.run_id
     shown = _page(await ui.get(right.headers["location"]))
-    assert f"Pinned run {second['run_id']} as the baseline of core on vendor" in shown
+    assert f"Pinned run {second.run_id} as the baseline of core on vendor" in shown
     for response in (wrong, right):
         assert ADMIN_TOKEN not in response.text
         assert "guess" not in response.text
         assert ADMIN_TOKEN not in str(response.headers)
-    other = {"pair": '["core", "mirror"]', "run_id": first["run_id"], "token": ADMIN_TOKEN}
+    other = {"pair": '["core", "mirror"]', "run_id": first.run_id, "token": ADMIN_TOKEN}
     foreign = await ui.post("/ui/baselines", data=other)
     assert foreign.status_code == 404
     assert daemon.store.get_baseline("core", "mirror") is None
@@ -375,10 +374,10 @@ async def test_a_pin_form_whose_pair_is_json_nested_too_deep_pins_nothing(
     """Issue 34 item 9: the decoder's RecursionError is an unknown pair, not a 500."""
     first = await daemon.run_now(VENDOR)
     nested = "[" * 2_500 + "]" * 2_500
-    form = {"pair": nested, "run_id": first["run_id"], "token": ADMIN_TOKEN}
+    form = {"pair": nested, "run_id": first.run_id, "token": ADMIN_TOKEN}
     refused = await ui.post("/ui/baselines", data=form)
     assert refused.status_code == 404
-    assert daemon.store.get_baseline("core", "vendor") == first["run_id"]  # pinned by itself
+    assert daemon.store.get_baseline("core", "vendor") == first.run_id  # pinned by itself
 
 
 async def test_the_pages_add_no_write_route_but_the_pin_form(daemon: Daemon) -> None:

@@ -15,6 +15,7 @@ import pytest
 from retrievers import FakeRetriever, target_entry
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.run_report import StaleLabelEntry
 from ragcanary.probe.target import make_client
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
 from ragcanary.serve.http.api import create_app
@@ -131,18 +132,18 @@ async def _go_stale(daemon: Daemon, retriever: FakeRetriever) -> None:
     """Baselines; then rel-2 is deleted, ``shared`` leaves q1's list only (q0 still returns
     it), and the index behind pc loses d2."""
     for _ in range(WINDOW):
-        assert (await daemon.run_now(VENDOR))["stale_labels"] in (None, [])
-    assert (await daemon.run_now(PC))["stale_labels"] == []
+        assert (await daemon.run_now(VENDOR)).stale_labels in (None, ())
+    assert (await daemon.run_now(PC)).stale_labels == ()
     retriever.drop_ids = {"rel-2"}
     retriever.corpus = {**CORPUS, "q1": [("rel-1", 0.7), ("x1a", 0.4)]}
     for _ in range(WINDOW):
-        found = (await daemon.run_now(VENDOR))["stale_labels"]
-    assert found == [{"case": "c2", "id": "rel-2", "reason": "not_returned"}]
+        found = (await daemon.run_now(VENDOR)).stale_labels
+    assert found == (StaleLabelEntry("c2", "rel-2", "not_returned"),)
     daemon.index.held.discard("d2")  # type: ignore[attr-defined]
     daemon.clock.now += 3600.0  # type: ignore[attr-defined]  # the hourly lookup is due
-    found = (await daemon.run_now(PC))["stale_labels"]
+    found = (await daemon.run_now(PC)).stale_labels
     at = LOOKED_AT.isoformat()
-    assert found == [{"case": "k2", "id": "d2", "reason": "missing", "looked_up_at": at}]
+    assert found == (StaleLabelEntry("k2", "d2", "missing", looked_up_at=at),)
 
 
 def _page(response: httpx.Response) -> str:

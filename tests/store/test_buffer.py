@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy
 from factories import case_entry, run_report
 from sqlalchemy.pool import NullPool
 
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.buffer import BufferedWriter
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError
@@ -22,7 +23,7 @@ from ragcanary.store.storage import Store
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
-def report(run_id: str, minute: int = 0) -> dict[str, Any]:
+def report(run_id: str, minute: int = 0) -> RunReport:
     return run_report(
         run_id,
         started_at=NOW + timedelta(minutes=minute),
@@ -38,9 +39,9 @@ class RecordingStore(Store):
         super().__init__(engine)
         self.saved: list[str] = []
 
-    def save_run(self, report: Any) -> None:
+    def save_run(self, report: RunReport) -> None:
         super().save_run(report)
-        self.saved.append(report["run_id"])
+        self.saved.append(report.run_id)
 
 
 @dataclass
@@ -129,7 +130,7 @@ def test_a_full_backlog_drops_the_oldest_run_and_reports_it(
 ) -> None:
     """Memory is bounded: past capacity the oldest waiting run goes, and on_drop is told."""
     dropped: list[str] = []
-    writer = BufferedWriter(store, capacity=2, on_drop=lambda r: dropped.append(r["run_id"]))
+    writer = BufferedWriter(store, capacity=2, on_drop=lambda r: dropped.append(r.run_id))
     outage.begin()
     for i in range(1, 5):
         writer.write(report(f"r{i}", i))
@@ -149,12 +150,12 @@ def test_a_report_the_store_refuses_is_set_aside_without_blocking_the_rest(
     dropped: list[str] = []
     writer = BufferedWriter(
         store,
-        on_drop=lambda r: dropped.append(r["run_id"]),
-        on_reject=(lambda r, e: rejected.append((r["run_id"], str(e)))) if with_on_reject else None,
+        on_drop=lambda r: dropped.append(r.run_id),
+        on_reject=(lambda r, e: rejected.append((r.run_id, str(e)))) if with_on_reject else None,
     )
     outage.begin()
     writer.write(report("r1", 1))
-    writer.write({**report("bad", 2), "started_at": "not a time"})
+    writer.write(dataclasses.replace(report("bad", 2), target="t" * 201))
     writer.write(report("r2", 3))
     outage.end()
     assert writer.flush() == 2
@@ -162,7 +163,7 @@ def test_a_report_the_store_refuses_is_set_aside_without_blocking_the_rest(
     assert writer.pending == 0
     if with_on_reject:
         assert [run_id for run_id, _ in rejected] == ["bad"]
-        assert "not ISO-8601" in rejected[0][1]
+        assert "target is not plain text" in rejected[0][1]
         assert dropped == []
     else:
         assert dropped == ["bad"]
@@ -172,7 +173,8 @@ def test_a_refused_report_is_not_queued_while_storage_is_up(store: RecordingStor
     """With storage up, a report the store refuses is rejected at once, not retried."""
     rejected: list[StorageError] = []
     writer = BufferedWriter(store, on_reject=lambda r, e: rejected.append(e))
-    assert writer.write({**report("bad"), "cases": "none"}) is False
+    nul = dataclasses.replace(report("bad").cases[0], id="nul\x00")
+    assert writer.write(dataclasses.replace(report("bad"), cases=(nul,))) is False
     assert writer.pending == 0
     assert len(rejected) == 1
 

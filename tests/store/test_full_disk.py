@@ -28,6 +28,7 @@ from factories import case_entry, run_report
 from retrievers import FakeRetriever, graded_corpus, target_entry
 from sqlalchemy.pool import NullPool
 
+from ragcanary.measure.run_report import RunReport
 from ragcanary.store.errors import StorageUnavailable
 from ragcanary.store.storage import Store
 
@@ -210,7 +211,7 @@ def test_a_full_disk_under_postgres_is_not_ready_and_says_why(
         _full_disk_is_not_ready_and_recovers(daemon, storage, disk, "No space left on device")
 
 
-def _report(run_id: str) -> dict[str, Any]:
+def _report(run_id: str) -> RunReport:
     return run_report(
         run_id,
         target="vendor",

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from factories import run_report
 
+from ragcanary.measure.run_report import IndexLookup, StaleLabelEntry
 from ragcanary.store import overview
 from ragcanary.store.candidates import CandidateStore, FailureReport
 from ragcanary.store.storage import Store
@@ -48,13 +49,13 @@ def test_a_page_of_pending_candidates_is_filtered_by_signal_in_the_database(
 def test_a_runs_stale_labels_and_index_lookup_are_read_without_its_report(store: Store) -> None:
     labels = [{"case": "c1", "id": "d2", "reason": "missing", "looked_up_at": NOW.isoformat()}]
     lookup = {"at": NOW.isoformat(), "ids": 2, "left": ["d2"], "left_at": NOW.isoformat()}
-    for run_id, found in (("r1", labels), ("r2", None)):
-        report = run_report(run_id, suite="s", target="t", started_at=NOW, duration_s=1.0)
-        if found is not None:
-            report["stale_labels"] = found
-            report["index_lookup"] = lookup
-        store.save_run(report)
+    found = {"stale_labels": labels, "index_lookup": lookup}
+    for run_id, more in (("r1", found), ("r2", {})):
+        store.save_run(
+            run_report(run_id, suite="s", target="t", started_at=NOW, duration_s=1.0, **more)
+        )
+    at = NOW.isoformat()
     assert overview.stale_findings(store, ["r1", "r2", "nope"]) == {
-        "r1": (labels, lookup),
+        "r1": ((StaleLabelEntry("c1", "d2", "missing", at),), IndexLookup(at, 2, ("d2",), at)),
         "r2": (None, None),  # a run that could not tell, stored before lookups were recorded
     }

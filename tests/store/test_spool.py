@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import stat
@@ -15,6 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 from test_storage import NOW, make_report
 
+from ragcanary.measure.report_json import marshal
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.spool import MAX_DEPTH, Skipped, Spool
 from ragcanary.store.storage import Store
@@ -24,12 +26,12 @@ READ_WITHIN_S = 5.0
 
 def _line(run_id: str) -> bytes:
     report = make_report(run_id, NOW, case_ids=("café",))
-    return json.dumps(report, ensure_ascii=False).encode() + b"\n"
+    return json.dumps(marshal(report), ensure_ascii=False).encode() + b"\n"
 
 
 def _nested(depth: int) -> bytes:
     """A report line with a value of ``depth`` arrays nested in one another."""
-    head = json.dumps(make_report("deep", NOW)).encode()[:-1]
+    head = json.dumps(marshal(make_report("deep", NOW))).encode()[:-1]
     return head + b', "x": ' + b"[" * depth + b"]" * depth + b"}\n"
 
 
@@ -61,7 +63,10 @@ def test_the_spool_holds_what_replace_wrote(spool: Spool) -> None:
 def test_a_report_with_text_utf_8_cannot_hold_is_spooled_and_read_back(spool: Spool) -> None:
     # A target may answer "\\ud800" in JSON: a lone surrogate, which storage keeps escaped.
     report = make_report("r1", NOW)
-    report["cases"][0]["ids"] = ["doc-\ud800", "doc-é"]
+    first, second = report.cases
+    report = dataclasses.replace(
+        report, cases=(dataclasses.replace(first, ids=("doc-\ud800", "doc-é")), second)
+    )
     spool.replace([report])
     contents = spool.read()
     assert (contents.reports, contents.skipped) == ([report], [])
@@ -98,7 +103,7 @@ def test_an_unreadable_line_is_skipped_and_the_others_are_read(
     data = _line("r1") + bad.rstrip(b"\n") + b"\n" + _line("r2")
     spool.path.write_bytes(data)
     contents = spool.read()
-    assert [r["run_id"] for r in contents.reports] == ["r1", "r2"]
+    assert [r.run_id for r in contents.reports] == ["r1", "r2"]
     assert [s.line for s in contents.skipped] == [2]
     assert reason in contents.skipped[0].reason
     assert spool.path.read_bytes() == data  # reading changes nothing
@@ -108,7 +113,7 @@ def test_a_report_nested_as_deep_as_allowed_is_read(spool: Spool) -> None:
     # {"run_id", "x": [...]}: the object is one level, the arrays the others.
     spool.path.write_bytes(_nested(MAX_DEPTH - 1))
     contents = spool.read()
-    assert ([r["run_id"] for r in contents.reports], contents.skipped) == (["deep"], [])
+    assert ([r.run_id for r in contents.reports], contents.skipped) == (["deep"], [])
 
 
 def test_a_spool_that_is_a_directory_is_skipped_whole(spool: Spool) -> None:
@@ -145,7 +150,7 @@ def test_unreadable_lines_are_kept_aside_and_the_spool_keeps_the_readable_runs(
     assert kept.name == "ragcanary.db.spool.jsonl.bad"
     assert kept.read_bytes() == data
     contents = spool.read()  # what the next start finds, if this one dies before storing
-    assert ([r["run_id"] for r in contents.reports], contents.skipped) == (["r1", "r2"], [])
+    assert ([r.run_id for r in contents.reports], contents.skipped) == (["r1", "r2"], [])
     spool.path.write_bytes(b"\xc3\n")
     again = spool.set_aside(spool.read())
     assert again.name == "ragcanary.db.spool.jsonl.2.bad"  # the first is never overwritten
@@ -178,7 +183,7 @@ def test_a_link_planted_as_the_temporary_file_is_not_followed(spool: Spool, tmp_
     spool.replace([make_report("r1", NOW)])
     assert victim.read_text(encoding="utf-8") == "precious\n"
     assert planted.is_symlink()
-    assert [r["run_id"] for r in spool.read().reports] == ["r1"]
+    assert [r.run_id for r in spool.read().reports] == ["r1"]
 
 
 def test_a_link_planted_as_the_spool_is_replaced_not_followed(spool: Spool, tmp_path: Path) -> None:
@@ -188,7 +193,7 @@ def test_a_link_planted_as_the_spool_is_replaced_not_followed(spool: Spool, tmp_
     spool.replace([make_report("r1", NOW)])
     assert victim.read_text(encoding="utf-8") == "precious\n"
     assert not spool.path.is_symlink()
-    assert [r["run_id"] for r in spool.read().reports] == ["r1"]
+    assert [r.run_id for r in spool.read().reports] == ["r1"]
 
 
 @contextlib.contextmanager
@@ -231,5 +236,5 @@ def test_replaying_counts_and_logs_each_skipped_line_once_and_holds_the_rest(
     assert "not UTF-8" in skipped[0]["reason"]
     assert "nested deeper" in skipped[1]["reason"]
     assert {e["kept_at"] for e in skipped} == {str(spool.path) + ".bad"}
-    assert [r["run_id"] for r in keeper.writer.snapshot()] == ["r1", "r2"]
-    assert [r["run_id"] for r in spool.read().reports] == ["r1", "r2"]
+    assert [r.run_id for r in keeper.writer.snapshot()] == ["r1", "r2"]
+    assert [r.run_id for r in spool.read().reports] == ["r1", "r2"]

@@ -23,6 +23,8 @@ from sqlalchemy.pool import NullPool
 from test_storage import NOW, make_report
 from test_storage_faults import immutable
 
+from ragcanary.measure.report_json import marshal
+
 API_KEY = "sk-spool-faults-9d4"
 QUERIES = [f"question {i:02d}" for i in range(4)]
 STORED_S = 40.0
@@ -63,7 +65,7 @@ def retriever() -> Iterator[FakeRetriever]:
 
 def _line(run_id: str) -> bytes:
     report = make_report(run_id, NOW, target="vendor", case_ids=("case-0", "café-1"))
-    return json.dumps(report, ensure_ascii=False).encode() + b"\n"
+    return json.dumps(marshal(report), ensure_ascii=False).encode() + b"\n"
 
 
 def _cut_inside_a_character(spool: Path) -> bytes:

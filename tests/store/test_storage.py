@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,17 +15,26 @@ from typing import Any
 
 import pytest
 import sqlalchemy
-from factories import answer, case, case_entry, run, run_report
+from factories import answer, case, case_entry, report_data, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
-from ragcanary.measure.run_report import build_report
+from ragcanary.measure.report_json import marshal, unmarshal, unmarshal_case
+from ragcanary.measure.results import OUTCOMES
+from ragcanary.measure.run_report import (
+    ABSENT,
+    CaseComparison,
+    CaseEntry,
+    RunReport,
+    build_report,
+)
 from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
-from ragcanary.store.rows import decode_ids, encode_ids
+from ragcanary.store.rows import case_row, decode_ids, encode_ids
+from ragcanary.store.schema import results
 from ragcanary.store.storage import Store
 from ragcanary.suites.judge import settings_for
 
@@ -43,7 +53,7 @@ SUMMARY_KEYS = {
 }
 
 
-def make_report(
+def make_data(
     run_id: str,
     started_at: datetime | str = NOW,
     *,
@@ -51,9 +61,10 @@ def make_report(
     target: str = "search",
     outcome: str = "ok",
     case_ids: tuple[str, ...] = ("alpha", "beta"),
+    **more: Any,
 ) -> dict[str, Any]:
-    """A report shaped like to_report's, small enough to write by hand."""
-    return run_report(
+    """The JSON of ``make_report``'s report (``more``: a baseline, a claim, ...)."""
+    return report_data(
         run_id,
         suite=suite,
         target=target,
@@ -71,11 +82,45 @@ def make_report(
             )
             for case_id in case_ids
         ],
+        **more,
     )
 
 
-def evaluated_report() -> dict[str, Any]:
-    """A real report of to_report, compared with a baseline so every optional part is there."""
+def make_report(
+    run_id: str,
+    started_at: datetime | str = NOW,
+    *,
+    suite: str = "core",
+    target: str = "search",
+    outcome: str = "ok",
+    case_ids: tuple[str, ...] = ("alpha", "beta"),
+    **more: Any,
+) -> RunReport:
+    """A report shaped like build_report's, small enough to write by hand."""
+    return unmarshal(
+        make_data(
+            run_id,
+            started_at,
+            suite=suite,
+            target=target,
+            outcome=outcome,
+            case_ids=case_ids,
+            **more,
+        )
+    )
+
+
+def with_cases(report: RunReport, *entries: CaseEntry) -> RunReport:
+    return dataclasses.replace(report, cases=entries)
+
+
+def ordered(value: Any) -> str:
+    """``value`` as JSON text, its keys in their order: equal only when the order is."""
+    return json.dumps(value)
+
+
+def evaluated_report() -> RunReport:
+    """A real report of build_report, compared with a baseline so every optional part is there."""
     cases = [case("alpha", ["a"], tags=("dev",)), case("neg", []), case("free")]
     suite = SuiteConfig(cases="suite.yaml", targets=["search"])
     baseline = run([(cases[0], answer(["a", "b"])), (cases[2], answer(["x"], [0.4]))], "base")
@@ -106,13 +151,14 @@ def count_rows(url: str, table: str) -> int:
 
 
 def test_saved_report_reads_back_equal_with_keys_in_order(store: Store) -> None:
-    """A real to_report dict comes back equal, and serialises to the same JSON text."""
+    """A real build_report report comes back equal, and marshals to the same JSON text."""
     report = evaluated_report()
-    assert report["cases"][0]["vs_baseline"]  # the comparison parts are really exercised
+    assert report.cases[0].vs_baseline  # the comparison parts are really exercised
     store.save_run(report)
     got = store.get_report("current")
     assert got == report
-    assert json.dumps(got) == json.dumps(report)
+    assert got is not None
+    assert ordered(marshal(got)) == ordered(marshal(report))
 
 
 def test_json_columns_hold_compact_text(store: Store, store_url: str) -> None:
@@ -142,32 +188,172 @@ def test_saving_a_run_twice_keeps_the_first_copy_only(store: Store, store_url: s
     first = make_report("r1")
     store.save_run(first)
     store.save_run(first)
-    store.save_run({**make_report("r1"), "outcome": "regression"})
+    store.save_run(dataclasses.replace(make_report("r1"), outcome="regression"))
     assert store.get_report("r1") == first
     assert [r["run_id"] for r in store.list_runs()] == ["r1"]
     assert count_rows(store_url, "results") == 2
 
 
+ODD_TEXT = ("NUL \x00 byte", "lone \ud800", "unit\x1fseparator", "ünï")
+
+
 @pytest.mark.parametrize(
     "entry",
     [
-        pytest.param({"id": "bare"}, id="only-an-id"),
-        pytest.param({"id": "x", "latency_s": 3, "kind": 7}, id="values-of-other-types"),
-        pytest.param({"id": "x", "error": "NUL \x00 byte", "query": "lone \ud800"}, id="odd-text"),
-        pytest.param({"id": "x", "ids": None, "metrics": None, "error": None}, id="nulls"),
+        # Empty wherever a value may be (an outcome never is: unmarshal reads "" as unset).
+        pytest.param(CaseEntry("bare", "", "", "ok", (), (), None, None, {}), id="all-empty"),
         pytest.param(
-            {"id": "x", "vs_baseline": {"rbo": 0.5}, "note": [1, {"a": None}]}, id="extra"
+            CaseEntry(
+                id="x",
+                query="lone \ud800",
+                kind="NUL \x00",
+                outcome="ok",
+                ids=(*ODD_TEXT, "[json-like]", "d" * 10_000),
+                scores=(0.9, 0.8, 0.7, 0.6, 0.5, 0.4),
+                latency_s=0.1,
+                error="NUL \x00 byte",
+                metrics=dict.fromkeys(ODD_TEXT, 1.0),
+                vs_baseline=CaseComparison(0.5, 0.5, ODD_TEXT, ("lone \udfff",), 0.1),
+            ),
+            id="odd-text",
         ),
-        pytest.param({"metrics": {}, "id": "x", "ids": []}, id="keys-out-of-order"),
+        pytest.param(
+            CaseEntry(
+                "c" + "\x1f" * 98 + "é" + "d" * 100, "q", "", "ok", ("a",), (1.0,), 0.1, None, {}
+            ),
+            id="longest-case-id-with-the-id-separator",
+        ),
+        pytest.param(
+            CaseEntry(
+                id="x",
+                query="q",
+                kind="labelled",
+                outcome="timeout",
+                ids=("a", "b"),
+                scores=(None, None),
+                latency_s=None,
+                error=None,
+                metrics={"rr": None},
+                vs_baseline=CaseComparison(None, None, (), (), None),
+                embedding_cosine=None,  # a null, not a key left out
+            ),
+            id="nulls",
+        ),
+        pytest.param(
+            CaseEntry(
+                id="x",
+                query="q",
+                kind="labelled",
+                outcome="ok",
+                ids=("n", "o"),
+                scores=(0.9, -0.0),
+                latency_s=0.25,
+                error=None,
+                metrics={"rr": 0.5},
+                vs_baseline=CaseComparison(0.5, 0.25, ("n",), ("p",), -0.1),
+                embedding_cosine=0.99,
+                query_vector="AACAPw==",
+            ),
+            id="every-optional-part",
+        ),
     ],
 )
-def test_unusual_case_entries_round_trip_exactly(store: Store, entry: dict[str, Any]) -> None:
-    """Missing keys stay missing, None stays None, odd values and extra keys survive."""
-    report = {**make_report("r1"), "cases": [entry]}
+def test_unusual_case_entries_round_trip_exactly(store: Store, entry: CaseEntry) -> None:
+    """Text the columns cannot hold (NUL, lone surrogates, the id separator, long ids), empty
+    values and nulls come back exactly; a null stays a null, a key left out stays out."""
+    report = with_cases(make_report("r1"), entry)
     store.save_run(report)
-    assert store.get_report("r1") == report
+    got = store.get_report("r1")
+    assert got == report
+    assert got is not None
+    assert ordered(marshal(got)) == ordered(marshal(report))
 
 
+def _read(case_id: str, **written: Any) -> dict[str, Any]:
+    """The entry marshal writes for a case whose JSON held only ``case_id`` and ``written``."""
+    entry: dict[str, Any] = {
+        "id": case_id,
+        "query": "",
+        "kind": "",
+        "outcome": "ok",
+        "ids": [],
+        "scores": [],
+        "latency_s": None,
+        "error": None,
+        "metrics": {},
+    }
+    return entry | written
+
+
+@pytest.mark.parametrize(
+    ("entry", "read"),
+    [
+        pytest.param({"id": "bare"}, _read("bare"), id="only-an-id"),
+        pytest.param(
+            {"id": "x", "latency_s": 3, "kind": 7},
+            _read("x", kind="7", latency_s=3.0),
+            id="values-of-other-types",
+        ),
+        pytest.param(
+            {"id": "x", "ids": None, "metrics": None, "error": None}, _read("x"), id="nulls"
+        ),
+        pytest.param(
+            {"id": "x", "vs_baseline": {"rbo": 0.5}, "note": [1, {"a": None}]},
+            _read(
+                "x",
+                vs_baseline={
+                    "rbo": 0.5,
+                    "jaccard": None,
+                    "entered": [],
+                    "left": [],
+                    "top_score_delta": None,
+                },
+            ),
+            id="extra",
+        ),
+        pytest.param(
+            {"metrics": {"rr": 1.0}, "id": "x", "ids": ["a"]},
+            _read("x", ids=["a"], metrics={"rr": 1.0}),
+            id="keys-out-of-order",
+        ),
+    ],
+)
+def test_a_hand_written_case_entry_reaches_the_store_as_unmarshal_reads_it(
+    store: Store, entry: dict[str, Any], read: dict[str, Any]
+) -> None:
+    """Keys left out, values of other types and unknown keys of a case entry written by hand
+    never reach the store: unmarshal reads them (as empty, None or text) and drops what it
+    does not know, and the run comes back as marshal writes it, keys in its order."""
+    report = unmarshal({**make_data("r1"), "cases": [entry]})
+    store.save_run(report)
+    got = store.get_report("r1")
+    assert got == report
+    assert got is not None
+    assert ordered(marshal(got)["cases"]) == ordered([read])
+
+
+# Any text at all, NUL and lone surrogates too: a target may answer them.
+_text = st.text(
+    st.characters(exclude_categories=()) | st.sampled_from("\x00\ud800\udfff\x1fé"), max_size=8
+)
+_number = st.none() | st.floats(allow_nan=False, allow_infinity=False)
+_texts = st.lists(_text, max_size=3).map(tuple)
+_typed_entries = st.builds(
+    CaseEntry,
+    # Case ids are plain text: no NUL, no lone surrogates (save_run refuses those).
+    id=st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8),
+    query=_text,
+    kind=_text,
+    outcome=st.sampled_from(OUTCOMES) | _text.filter(bool),  # "" reads as unset
+    ids=_texts,
+    scores=st.lists(_number, max_size=3).map(tuple),
+    latency_s=_number,
+    error=st.none() | _text,
+    metrics=st.dictionaries(_text, _number, max_size=3),
+    vs_baseline=st.none() | st.builds(CaseComparison, _number, _number, _texts, _texts, _number),
+    embedding_cosine=st.just(ABSENT) | _number,
+    query_vector=st.none() | _text | st.just("AACAPw=="),
+)
 _json = st.recursive(
     st.none()
     | st.booleans()
@@ -179,8 +365,7 @@ _json = st.recursive(
     ),
     max_leaves=6,
 )
-_entries = st.fixed_dictionaries(
-    # Case ids are plain text: no NUL, no lone surrogates (save_run refuses those).
+_written_entries = st.fixed_dictionaries(
     {"id": st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8)},
     optional={
         key: _json
@@ -194,12 +379,18 @@ _run_ids = itertools.count()
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(entries=st.lists(_entries, max_size=4))
-def test_any_json_case_entries_round_trip(store: Store, entries: list[dict[str, Any]]) -> None:
-    """Whatever JSON a case entry holds, get_report returns it equal."""
-    report = {**make_report(f"prop-{next(_run_ids)}"), "cases": entries}
+@given(entries=st.lists(_typed_entries | _written_entries.map(unmarshal_case), max_size=4))
+def test_any_case_entries_round_trip(store: Store, entries: list[CaseEntry]) -> None:
+    """Whatever a case entry holds (or a hand-written one was read as), get_report returns it
+    equal, and marshal writes it the same."""
+    number = next(_run_ids)
+    # Each run the newest of its pair, so that it keeps its query vectors.
+    report = with_cases(make_report(f"prop-{number}", NOW + timedelta(minutes=number)), *entries)
     store.save_run(report)
-    assert store.get_report(report["run_id"]) == report
+    got = store.get_report(report.run_id)
+    assert got == report
+    assert got is not None
+    assert ordered(marshal(got)) == ordered(marshal(report))
 
 
 @pytest.mark.parametrize(
@@ -209,20 +400,11 @@ def test_any_json_case_entries_round_trip(store: Store, entries: list[dict[str, 
         ({"suite": ""}, "empty suite"),
         ({"target": "t" * 201}, "target too long"),
         ({"run_id": "nul\x00"}, "NUL in run_id"),
+        ({"suite": "lone \ud800"}, "lone surrogate in suite"),
         ({"cases": [{"id": "c" * 201}]}, "case id too long"),
-        ({"started_at": "yesterday"}, "started_at not ISO"),
+        ({"cases": [{"id": "nul\x00"}]}, "NUL in a case id"),
+        ({"outcome": None}, "no outcome"),
         ({"outcome": "x" * 40}, "outcome too long"),
-        ({"coverage": "high"}, "coverage not a number"),
-        ({"cases": {"alpha": {}}}, "cases not a list"),
-        ({"cases": [{"query": "no id"}]}, "case without id"),
-        ({"metrics": {"mrr": float("nan")}}, "NaN"),
-        ({"metrics": {"when": NOW}}, "not JSON"),
-        ({"duration_s": float("inf")}, "infinite duration"),
-        ({"cases": [{"id": "a", "scores": [0.9, float("nan")]}]}, "NaN score"),
-        ({"cases": [{"id": "a", "latency_s": float("nan")}]}, "NaN latency"),
-        ({"cases": [{"id": "a", "metrics": {"rr": float("-inf")}}]}, "infinite metric"),
-        ({"cases": [{"id": "a", "vs_baseline": {"when": NOW}}]}, "case value not JSON"),
-        ({"cases": [{"id": "a", "ids": [{1, 2}]}]}, "a set among the ids"),
     ],
 )
 def test_malformed_reports_are_refused_and_store_nothing(
@@ -230,16 +412,114 @@ def test_malformed_reports_are_refused_and_store_nothing(
 ) -> None:
     """A report the columns cannot hold is a StorageError, not Unavailable: retrying is futile."""
     with pytest.raises(StorageError) as raised:
-        store.save_run({**make_report("bad"), **change})
+        store.save_run(unmarshal({**make_data("bad"), **change}))
     assert not isinstance(raised.value, StorageUnavailable), why
     assert store.list_runs() == []
 
 
-def test_a_case_value_json_cannot_hold_is_refused_naming_its_report(store: Store) -> None:
-    """Case values are checked as their columns encode them; the error says which report."""
+@pytest.mark.parametrize(
+    ("change", "where", "read"),
+    [
+        pytest.param(
+            {"started_at": "yesterday"},
+            ("started_at",),
+            "1970-01-01T00:00:00+00:00",
+            id="started_at not ISO",
+        ),
+        pytest.param({"coverage": "high"}, ("coverage",), None, id="coverage not a number"),
+        pytest.param({"cases": {"alpha": {}}}, ("cases",), [], id="cases not a list"),
+        pytest.param({"cases": [{"query": "no id"}]}, ("cases", 0, "id"), "", id="case without id"),
+        pytest.param({"metrics": {"mrr": math.nan}}, ("metrics",), {"mrr": None}, id="NaN"),
+        pytest.param({"metrics": {"when": NOW}}, ("metrics",), {"when": None}, id="not JSON"),
+        pytest.param({"duration_s": math.inf}, ("duration_s",), None, id="infinite duration"),
+        pytest.param(
+            {"cases": [{"id": "a", "scores": [0.9, math.nan]}]},
+            ("cases", 0, "scores"),
+            [0.9, None],
+            id="NaN score",
+        ),
+        pytest.param(
+            {"cases": [{"id": "a", "latency_s": math.nan}]},
+            ("cases", 0, "latency_s"),
+            None,
+            id="NaN latency",
+        ),
+        pytest.param(
+            {"cases": [{"id": "a", "metrics": {"rr": -math.inf}}]},
+            ("cases", 0, "metrics"),
+            {"rr": None},
+            id="infinite metric",
+        ),
+        pytest.param(
+            {"cases": [{"id": "a", "vs_baseline": {"when": NOW}}]},
+            ("cases", 0, "vs_baseline", "rbo"),
+            None,
+            id="case value not JSON",
+        ),
+        pytest.param(
+            {"cases": [{"id": "a", "ids": [{1, 2}]}]},
+            ("cases", 0, "ids"),
+            ["{1, 2}"],
+            id="a set among the ids",
+        ),
+    ],
+)
+def test_what_a_report_cannot_hold_is_read_as_missing_and_never_reaches_the_store(
+    store: Store, change: dict[str, Any], where: tuple[str | int, ...], read: Any
+) -> None:
+    """A report's JSON with a value of another type (or NaN, infinity, an object JSON cannot
+    hold) reads as a report without it (None, empty, the epoch, its text): the store only
+    ever sees plain JSON, and keeps the run as it was read."""
+    report = unmarshal({**make_data("odd"), **change})
+    store.save_run(report)
+    got = store.get_report("odd")
+    assert got == report
+    assert got is not None
+    stored: Any = marshal(got)
+    for key in where:
+        stored = stored[key]
+    assert stored == read
+    json.dumps(marshal(got), allow_nan=False)  # plain JSON throughout
+
+
+def test_what_is_not_finite_is_stored_as_null(store: Store) -> None:
+    """A report holding NaN or infinity (none of build_report's does) is written with null in
+    their place: the run's columns, its JSON and its cases' history never hold either."""
+    report = make_report("r1")
+    alpha, beta = report.cases
+    report = dataclasses.replace(
+        report,
+        duration_s=math.inf,
+        coverage=math.nan,
+        metrics={"mrr": math.nan},
+        cases=(
+            dataclasses.replace(alpha, scores=(math.nan, 0.5), latency_s=math.nan),
+            dataclasses.replace(beta, metrics={"rr": -math.inf}),
+        ),
+    )
+    store.save_run(report)
+    got = store.get_report("r1")
+    assert got is not None
+    assert marshal(got) == marshal(report)
+    assert (got.duration_s, got.coverage, got.metrics) == (None, None, {"mrr": None})
+    assert (got.cases[0].scores, got.cases[0].latency_s) == ((None, 0.5), None)
+    assert got.cases[1].metrics == {"rr": None}
+    (summary,) = store.list_runs()
+    assert (summary["duration_s"], summary["coverage"], summary["metrics"]) == (
+        None,
+        None,
+        {"mrr": None},
+    )
+    (point,) = store.case_history("core", "alpha")
+    assert (point["top_score"], point["latency_s"]) == (None, None)
+
+
+def test_a_case_the_columns_cannot_hold_is_refused_naming_its_report(store: Store) -> None:
+    """Case ids are checked before anything is written; the error says which report."""
     report = make_report("bad")
-    report["cases"][1]["scores"] = [0.9, float("nan")]
-    with pytest.raises(StorageError, match=r"^report 'bad' is not plain JSON \(Out of range"):
+    alpha, beta = report.cases
+    report = with_cases(report, alpha, dataclasses.replace(beta, id="lone \ud800"))
+    with pytest.raises(StorageError, match=r"^report 'bad': every case needs an id of plain"):
         store.save_run(report)
     assert store.list_runs() == []
     assert store.get_report("bad") is None
@@ -304,8 +584,10 @@ def test_list_runs_gives_summaries_with_aware_utc_times(listed: Store) -> None:
 
 def test_a_summary_carries_the_deltas_against_the_baseline_or_none(store: Store) -> None:
     """The deltas come out of the stored report: present with a baseline, None without."""
-    compared = make_report("compared", NOW + timedelta(minutes=5))
-    compared["baseline"] = {"run_id": "first", "deltas": {"hit_rate@5": -0.25, "mrr": 0.0}}
+    deltas = {"hit_rate@5": -0.25, "mrr": 0.0}
+    compared = make_report(
+        "compared", NOW + timedelta(minutes=5), baseline={"run_id": "first", "deltas": deltas}
+    )
     store.save_run(make_report("first"))
     store.save_run(compared)
     newest, first = store.list_runs()
@@ -323,7 +605,10 @@ def test_offsets_are_compared_as_instants_and_reports_keep_their_text(store: Sto
     assert [r["run_id"] for r in runs] == ["utc", "east"]
     assert runs[1]["started_at"] == NOW
     assert runs[1]["started_at"].tzinfo == UTC
-    assert store.get_report("east")["started_at"] == east  # type: ignore[index]
+    kept = store.get_report("east")
+    assert kept is not None
+    assert kept.started_at == datetime.fromisoformat(east)
+    assert marshal(kept)["started_at"] == east
 
 
 @pytest.mark.parametrize(
@@ -457,20 +742,20 @@ def test_case_history_rows_hold_the_case_answer(history: Store) -> None:
     }
 
 
-def _judged(run_id: str) -> dict[str, Any]:
+def _judged(run_id: str) -> RunReport:
     """A report whose judgement names its cases: alpha regressed, neg leaked, weak missed its
     min_score, down went unanswered (and listed as regressed all the same), beta passed."""
-    report = make_report(run_id, case_ids=("alpha", "neg", "weak", "down", "beta"))
-    report["cases"][3] |= {"outcome": "timeout", "ids": [], "scores": [], "error": "timed out"}
+    data = make_data(run_id, case_ids=("alpha", "neg", "weak", "down", "beta"))
+    data["cases"][3] |= {"outcome": "timeout", "ids": [], "scores": [], "error": "timed out"}
     failure = {"metric": None, "message": "..."}
-    report["failures"] = [
+    data["failures"] = [
         {**failure, "kind": "negative_leak", "case": "neg"},
         {**failure, "kind": "min_score", "case": "weak"},
         {**failure, "kind": "drop", "metric": "mrr", "case": None},
     ]
     drop = {"metric": "rr", "baseline": 1.0, "current": 0.5}
-    report["regressions"] = [{**drop, "case": "alpha"}, {**drop, "case": "down"}]
-    return report
+    data["regressions"] = [{**drop, "case": "alpha"}, {**drop, "case": "down"}]
+    return unmarshal(data)
 
 
 JUDGED = {
@@ -522,22 +807,36 @@ def test_upgrade_to_version_6_gives_every_stored_point_its_verdict(
             id="unanswered",
         ),
         pytest.param(
-            {"id": "alpha", "ids": ["a"], "scores": [None], "latency_s": 0.1},
-            {"outcome": None, "error": None, "ids": ["a"], "top_score": None, "latency_s": 0.1},
+            {"id": "alpha", "outcome": "ok", "ids": ["a"], "scores": [None], "latency_s": 0.1},
+            {"outcome": "ok", "error": None, "ids": ["a"], "top_score": None, "latency_s": 0.1},
             id="no-scores",
         ),
         pytest.param(
-            {"id": "alpha", "ids": "a", "scores": ["high"], "outcome": 3, "latency_s": 2},
-            {"outcome": None, "error": None, "ids": None, "top_score": None, "latency_s": None},
-            id="values-of-other-types",
+            {
+                "id": "alpha",
+                "outcome": "bad_response",
+                "ids": [],
+                "scores": [],
+                "latency_s": 2.0,
+                "error": "NUL \x00 and lone \ud800",
+            },
+            {
+                "outcome": "bad_response",
+                "error": None,
+                "ids": [],
+                "top_score": None,
+                "latency_s": 2.0,
+            },
+            id="text-the-databases-refuse",
         ),
     ],
 )
 def test_case_history_leaves_out_what_a_history_cannot_show(
     store: Store, entry: dict[str, Any], expected: dict[str, Any]
 ) -> None:
-    """Missing or odd values read as None in the history; the full report keeps them."""
-    report = {**make_report("r1"), "cases": [entry]}
+    """Missing values, and text the history's columns cannot hold, read as None in the
+    history; the full report keeps them."""
+    report = unmarshal({**make_data("r1"), "cases": [entry]})
     store.save_run(report)
     (point,) = store.case_history("core", "alpha")
     wanted = {"latency_s": None} | expected
@@ -552,13 +851,13 @@ def test_case_history_leaves_out_what_a_history_cannot_show(
         pytest.param(["", "a b", "ünï", "[json-like]"], id="plain"),
         pytest.param(["unit\x1fseparator", "b"], id="separator"),
         pytest.param(["nul\x00", "lone \ud800"], id="text-databases-refuse"),
-        pytest.param([1, None, ["x"]], id="not-strings"),
+        pytest.param(["1", "null", '["x"]', "nul\x00"], id="json-text"),
     ],
 )
-def test_case_history_gives_the_ids_back_exactly(store: Store, ids: list[Any]) -> None:
+def test_case_history_gives_the_ids_back_exactly(store: Store, ids: list[str]) -> None:
     """Whatever the ids are, the history shows them as the report had them."""
-    entry = {**make_report("r1")["cases"][0], "ids": ids}
-    store.save_run({**make_report("r1"), "cases": [entry]})
+    report = make_report("r1")
+    store.save_run(with_cases(report, dataclasses.replace(report.cases[0], ids=tuple(ids))))
     assert [p["ids"] for p in store.case_history("core", "alpha")] == [ids]
 
 
@@ -570,10 +869,11 @@ def test_encoded_ids_decode_to_the_same_list(ids: list[Any]) -> None:
 
 def test_case_history_keeps_every_entry_of_a_case_listed_twice(store: Store) -> None:
     """A report that lists one case twice shows both answers, in report order."""
-    first, second = make_report("r1")["cases"]
-    store.save_run({**make_report("r1"), "cases": [second, {**first, "id": "beta"}]})
+    report = make_report("r1")
+    first, second = report.cases
+    store.save_run(with_cases(report, second, dataclasses.replace(first, id="beta")))
     rows = store.case_history("core", "beta")
-    assert [r["ids"] for r in rows] == [second["ids"], first["ids"]]
+    assert [r["ids"] for r in rows] == [list(second.ids), list(first.ids)]
 
 
 @pytest.mark.parametrize(
@@ -644,18 +944,19 @@ def test_prune_deletes_in_batches_until_done(store_url: str) -> None:
 # Query vectors --------------------------------------------------------------------------------
 
 
-def with_vectors(report: dict[str, Any]) -> dict[str, Any]:
-    """``report`` with a query vector in every case entry, as to_report writes them."""
+def with_vectors(report: RunReport) -> RunReport:
+    """``report`` with a query vector in every case entry, as build_report writes them."""
     cases = [
-        {**c, "query_vector": f"{report['run_id']}/{c['id']}/AACAPw=="} for c in report["cases"]
+        dataclasses.replace(c, query_vector=f"{report.run_id}/{c.id}/AACAPw==")
+        for c in report.cases
     ]
-    return {**report, "cases": cases}
+    return with_cases(report, *cases)
 
 
-def stored_vectors(store: Store, run_id: str) -> list[Any]:
+def stored_vectors(store: Store, run_id: str) -> list[str | None]:
     report = store.get_report(run_id)
     assert report is not None
-    return [c.get("query_vector") for c in report["cases"]]
+    return [c.query_vector for c in report.cases]
 
 
 def test_query_vectors_are_kept_in_their_own_table_and_read_back(
@@ -774,14 +1075,19 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
         make_report(f"r{i:03d}", NOW + timedelta(minutes=i), case_ids=("alpha", "neg"))
         for i in range(migrations.BACKFILL_RUNS + 1)  # more runs than one backfill batch
     ]
-    odd = {"id": "alpha", "ids": "a", "scores": ["high"], "outcome": 3}
-    reports.append({**make_report("odd", NOW - timedelta(days=1)), "cases": [odd]})
     for report in reports:
         version_1.save_run(report)
     cases = ("alpha", "neg", "free")
     before = {case: version_1.case_history("core", case) for case in cases}
     assert all(before.values())
+    # A case entry as an older ragcanary stored it, values of other types and all: no report
+    # of today's holds one, but a database it upgrades may.
+    odd_run = make_report("odd", NOW - timedelta(days=1), case_ids=())
+    version_1.save_run(odd_run)
+    odd = {"id": "alpha", "ids": "a", "scores": ["high"], "outcome": 3}
     engine = make_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(results.insert(), [case_row("odd", 0, odd)])
     with engine.begin() as conn:  # now it is a database as version 1 created it
         conn.execute(sqlalchemy.text("DROP TABLE points"))
         conn.execute(sqlalchemy.text("DROP TABLE vectors"))
@@ -795,8 +1101,21 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
         assert upgraded.schema_version() == LATEST
         assert count_rows(store_url, "vectors") == 0  # version 3: the table, runs kept as they were
         assert count_rows(store_url, "claims") == 0  # version 4
-        assert {case: upgraded.case_history("core", case) for case in cases} == before
-        assert upgraded.get_report("odd") == reports[-1]
+        odd_point = {
+            "run_id": "odd",
+            "started_at": NOW - timedelta(days=1),
+            "target": "search",
+            "run_outcome": "ok",
+            "outcome": None,
+            "error": None,
+            "latency_s": None,
+            "top_score": None,
+            "ids": None,
+            "verdict": "unanswered",
+        }
+        after = {case: upgraded.case_history("core", case) for case in cases}
+        assert after == before | {"alpha": [odd_point, *before["alpha"]]}
+        assert upgraded.get_report("odd") == unmarshal({**marshal(odd_run), "cases": [odd]})
 
 
 def test_a_new_database_starts_at_the_newest_version_without_upgrades(store_url: str) -> None:
@@ -1014,8 +1333,8 @@ def test_a_run_whose_tick_another_replica_took_over_is_not_stored(postgres_url: 
         assert store.adopt_claim("core/search", NOW, "cut-off", "healthy", "rerun")
         assert not store.adopt_claim("core/search", NOW, "cut-off", "third", "again")
         claim = {"job": "core/search", "tick": NOW.isoformat(), "replica": "x"}
-        store.save_run({**make_report("rerun"), "claim": claim})
-        store.save_run({**make_report("late-run"), "claim": claim})
+        store.save_run(make_report("rerun", claim=claim))
+        store.save_run(make_report("late-run", claim=claim))
         assert [r["run_id"] for r in store.list_runs()] == ["rerun"]
         assert store.orphan_claims(["healthy"], NOW - timedelta(minutes=1), NOW) == []
 
@@ -1032,7 +1351,7 @@ def test_a_claim_whose_run_was_stored_after_it_was_found_orphaned_is_not_adopted
             ("core/search", NOW, "cut-off")
         ]
         claim = {"job": "core/search", "tick": NOW.isoformat(), "replica": "cut-off"}
-        store.save_run({**make_report("late-run"), "claim": claim})  # reconnected meanwhile
+        store.save_run(make_report("late-run", claim=claim))  # reconnected meanwhile
         assert not store.adopt_claim("core/search", NOW, "cut-off", "healthy", "rerun")
         assert [r["run_id"] for r in store.list_runs()] == ["late-run"]
 
@@ -1053,7 +1372,7 @@ def test_a_late_save_and_an_adoption_racing_in_their_transactions_leave_one_run(
         try:
             with engine.connect() as blocker, ThreadPoolExecutor(2) as pool:
                 blocker.execute(sqlalchemy.text("LOCK TABLE runs IN EXCLUSIVE MODE"))
-                saving = pool.submit(store.save_run, {**make_report("late-run"), "claim": claim})
+                saving = pool.submit(store.save_run, make_report("late-run", claim=claim))
                 wait_until_waiting(blocker, 1)  # the save, at its insert
                 adopting = pool.submit(
                     store.adopt_claim, "core/search", NOW, "cut-off", "healthy", "rerun"
@@ -1106,10 +1425,10 @@ def test_a_run_made_while_storage_was_down_claims_its_tick_when_stored(
         store.migrate()
         tick = NOW.isoformat()
         unclaimed = {"job": "core/search", "tick": tick, "replica": "cut", "claimed": False}
-        store.save_run({**make_report("during-outage"), "claim": unclaimed})
+        store.save_run(make_report("during-outage", claim=unclaimed))
         assert not store.claim("core/search", NOW, "other", "r-other")  # the tick is taken
-        store.save_run({**make_report("twin", NOW), "claim": {**unclaimed, "replica": "b"}})
+        store.save_run(make_report("twin", NOW, claim={**unclaimed, "replica": "b"}))
         assert store.claim("core/search", NOW + timedelta(seconds=1), "other", "r-next")
         late = {**unclaimed, "tick": (NOW + timedelta(seconds=1)).isoformat()}
-        store.save_run({**make_report("late"), "claim": late})
+        store.save_run(make_report("late", claim=late))
         assert [r["run_id"] for r in store.list_runs()] == ["during-outage"]

@@ -104,10 +104,10 @@ def print_shown(shown: Mapping[str, Any], console: Console, as_json: bool) -> No
     signals = ", ".join(f"{s} {n}" for s, n in sorted(shown["signals"].items()))
     console.print(f"candidate {shown['id']} ({shown['status']}): {shown['query']}", markup=False)
     console.print(f"  {shown['reports']} reports ({signals}), last {shown['last_at']}")
-    for report in shown["recent"]:
-        ids = ", ".join(report.get("ids") or ()) or "-"
-        note = f" note: {report['note']}" if report.get("note") else ""
-        line = f"  {report['at']} {report['signal']} target {report.get('target') or '-'}"
+    for feedback in shown["recent"]:  # the application's failure reports, newest first
+        ids = ", ".join(feedback.get("ids") or ()) or "-"
+        note = f" note: {feedback['note']}" if feedback.get("note") else ""
+        line = f"  {feedback['at']} {feedback['signal']} target {feedback.get('target') or '-'}"
         console.print(f"{line} retrieved: {ids}{note}", markup=False)
     live = shown["live"]
     console.print(f"now on {live['target']}: {live['outcome']}", markup=False)

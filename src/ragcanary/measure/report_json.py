@@ -194,9 +194,9 @@ def unmarshal(data: Mapping[str, Any]) -> RunReport:
         duration_s=_number(data.get("duration_s")),
         outcome=_text(data.get("outcome")),
         coverage=_number(data.get("coverage")),
-        metrics=_read_numbers(data.get("metrics")),
+        metrics=read_numbers(data.get("metrics")),
         metrics_by_tag={
-            str(tag): _read_numbers(values)
+            str(tag): read_numbers(values)
             for tag, values in _mapping(data.get("metrics_by_tag")).items()
         },
         baseline=_read_baseline(data.get("baseline")),
@@ -226,7 +226,7 @@ def unmarshal_case(data: Mapping[str, Any]) -> CaseEntry:
         scores=tuple(_number(s) for s in _list(data.get("scores"))),
         latency_s=_number(data.get("latency_s")),
         error=None if error is None else str(error),
-        metrics=_read_numbers(data.get("metrics")),
+        metrics=read_numbers(data.get("metrics")),
         vs_baseline=(
             CaseComparison(
                 rbo=_number(comparison.get("rbo")),
@@ -252,8 +252,8 @@ def _read_baseline(data: Any) -> BaselineComparison | None:
     before, now = _count(dimensions.get("baseline")), _count(dimensions.get("current"))
     return BaselineComparison(
         run_id=_text(data.get("run_id")),
-        deltas=_read_numbers(data.get("deltas")),
-        p_values=_read_numbers(data.get("p_values")),
+        deltas=read_numbers(data.get("deltas")),
+        p_values=read_numbers(data.get("p_values")),
         ci={
             str(m): (_number(pair[0]), _number(pair[1]))
             for m, pair in _mapping(data.get("ci")).items()
@@ -359,7 +359,8 @@ def _started_at(value: Any) -> datetime:
     return datetime.fromtimestamp(0, UTC)
 
 
-def _read_numbers(data: Any) -> dict[str, float | None]:
+def read_numbers(data: Any) -> dict[str, float | None]:
+    """A map of metric names to numbers from its JSON (a value not a finite number: None)."""
     return {str(name): _number(value) for name, value in _mapping(data).items()}
 
 

@@ -147,6 +147,8 @@ def _drift(baseline: BaselineComparison | None) -> str:
 
 def _coverage(report: RunReport) -> str:
     counts = report.counts
+    if not counts.cases:  # a hand-written report that gives no counts: say nothing of them
+        return _percent(report.coverage)
     return f"{_percent(report.coverage)} ({counts.answered}/{counts.cases} answered)"
 
 

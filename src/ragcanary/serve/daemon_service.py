@@ -137,7 +137,7 @@ class DaemonService:
     def run_heads(self, run_ids: Iterable[str]) -> dict[str, RunReport]:
         return overview.run_heads(self._store, run_ids)
 
-    def run_metrics(self, run_ids: Iterable[str]) -> dict[str, Row]:
+    def run_metrics(self, run_ids: Iterable[str]) -> dict[str, dict[str, float | None]]:
         return overview.run_metrics(self._store, run_ids)
 
     def run_at(self, suite: str, target: str, at: datetime) -> str | None:

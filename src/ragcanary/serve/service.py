@@ -151,7 +151,7 @@ class Service(Protocol):
         """Each stored run's report without its cases, by run id."""
         ...
 
-    def run_metrics(self, run_ids: Iterable[str]) -> dict[str, Row]:
+    def run_metrics(self, run_ids: Iterable[str]) -> dict[str, dict[str, float | None]]:
         """Each stored run's metrics, by run id."""
         ...
 

@@ -15,7 +15,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ragcanary.measure.report_json import read_index_lookup, read_stale_labels, unmarshal
+from ragcanary.measure.report_json import (
+    read_index_lookup,
+    read_numbers,
+    read_stale_labels,
+    unmarshal,
+)
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.store.rows import case_entry
 from ragcanary.store.schema import results, runs
@@ -68,7 +73,7 @@ def newest_runs(
     return out
 
 
-def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, float | None]]:
     """The run-level metrics of the stored runs among ``run_ids``, by run_id; the database
     extracts them from each report, so the rest of it (regressed cases) never crosses over."""
     wanted = sorted(set(run_ids))
@@ -76,10 +81,7 @@ def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, Any
         return {}
     query = select(runs.c.run_id, runs.c.report["metrics"]).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
-        return {
-            run_id: metrics if isinstance(metrics, dict) else {}
-            for run_id, metrics in conn.execute(query)
-        }
+        return {run_id: read_numbers(metrics) for run_id, metrics in conn.execute(query)}
 
 
 def stale_findings(

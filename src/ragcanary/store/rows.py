@@ -48,9 +48,10 @@ def run_row(report: RunReport, data: Mapping[str, Any]) -> dict[str, Any]:
         "target": report.target,
         # A report without an offset is taken as UTC, the daemon's clock.
         "started_at": started_at if started_at.tzinfo else started_at.replace(tzinfo=UTC),
-        "duration_s": report.duration_s,
+        # marshal's numbers: None where not finite, as in the JSON the report is read from.
+        "duration_s": data["duration_s"],
         "outcome": report.outcome,
-        "coverage": report.coverage,
+        "coverage": data["coverage"],
         "report": head,
     }
 

@@ -142,19 +142,12 @@ def _sparklines(
     def read(keys: list[str]) -> dict[str, tuple[float | None, float | None]]:
         metrics = service.run_metrics([k.partition("\n")[0] for k in keys])
         return {
-            f"{run_id}\n{hit_key}": (_float(m.get(hit_key)), _float(m.get("mrr")))
-            for run_id, m in metrics.items()
+            f"{run_id}\n{hit_key}": (m.get(hit_key), m.get("mrr")) for run_id, m in metrics.items()
         }
 
     values = memos.values.get((f"{run_id}\n{hit_key}" for run_id in run_ids), read)
     points = [values.get(f"{run_id}\n{hit_key}", (None, None)) for run_id in run_ids]
     return {hit_key: [p[0] for p in points], "mrr": [p[1] for p in points]}
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 _COLUMNS = (
