@@ -9,8 +9,8 @@ from typing import Any
 
 from ragcanary.measure.cases import Case
 from ragcanary.measure.report_json import unmarshal
-from ragcanary.measure.run_report import RunReport
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
+from ragcanary.measure.run_report import RunReport
 
 
 def case(
@@ -72,9 +72,9 @@ def report_data(
     order.
 
     For tests that need a report without evaluating a run (a real one: ``build_report(
-    evaluate(run(...), ...))``); every test that writes one by hand builds it here. ``counts`` left out
-    is counted from ``cases`` (``case_entry``); ``more`` adds what the daemon adds to a report
-    (``claim``, ``stale_labels``, ``index_lookup``).
+    evaluate(run(...), ...))``); every test that writes one by hand builds it here.
+    ``counts`` left out is counted from ``cases`` (``case_entry``); ``more`` adds what the
+    daemon adds to a report (``claim``, ``stale_labels``, ``index_lookup``).
     """
     entries = [dict(entry) for entry in cases]
     return {
