@@ -173,7 +173,7 @@ def value(exporter: Exporter, name: str, **labels: str) -> float | None:
 
 @pytest.fixture
 def exporter() -> Exporter:
-    exporter = Exporter(CollectorRegistry(), version="1.2.3", clock=lambda: 1234.0)
+    exporter = Exporter(CollectorRegistry(), version="1.2.3")
     exporter.load(pairs())
     return exporter
 

@@ -24,7 +24,7 @@ def samples(text: bytes) -> set[Sample]:
 
 def two_pairs() -> Exporter:
     """An exporter with pairs core/search and core/other, each after one run."""
-    exporter = Exporter(CollectorRegistry(), clock=lambda: 1234.0)
+    exporter = Exporter(CollectorRegistry())
     exporter.load(pairs("search", "other", per_case=True))
     exporter.observe_run(make_report("regression"))
     exporter.observe_run(make_report("ok", target="other", hit_rate=1.0))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -84,13 +83,11 @@ class Exporter:
         *,
         version: str = ragcanary.__version__,
         per_case_limit: int = 1000,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         # A fresh registry by default: the global one would leak series between tests and
         # between exporters in one process.
         self.registry = registry if registry is not None else CollectorRegistry()
         self._per_case_limit = per_case_limit
-        self._clock = clock
         self._layouts: dict[Pair, _Layout] = {}
         self._series: dict[Pair, set[Series]] = {}
         self._base = CollectorRegistry()  # the series that belong to no pair
