@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.vectors import CHANGED_BELOW, EmbeddingDrift
@@ -46,20 +46,7 @@ Cause = Literal[
     "unknown",
 ]
 # Every cause, in the order that breaks a tie between them.
-CAUSES: tuple[Cause, ...] = (
-    "none",
-    "outage",
-    "config",
-    "query_embedding",
-    "index_lost",
-    "ann_miss",
-    "index_changed",
-    "ids_changed",
-    "outranked",
-    "replica_divergence",
-    "short_results",
-    "unknown",
-)
+CAUSES: tuple[Cause, ...] = get_args(Cause)
 CAUSE_OF: Mapping[Why, Cause] = {
     "id_renamed": "ids_changed",
     "not_in_index": "index_lost",
