@@ -329,6 +329,13 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "p-value under which the paired permutation test calls a drop real.",
         "0.01",
     ),
+    "Thresholds.lost_documents": (
+        "How many judged relevant ids the target's index no longer holds (asked in the run, "
+        "for the ids that left their canary's top-k) fail the run, whatever the significance "
+        "test says; each canary that lost one fails too. 0 turns the check off. Presets that "
+        "cannot look ids up never trigger it (the diagnosis says `index_lookup: false`).",
+        "0",
+    ),
     "Thresholds.embedding_drift": (
         "Embedding drift (1 - mean cosine of the query vectors vs the baseline's) over which "
         "`RagCanaryEmbeddingDrift` fires; not a verdict reason.",

@@ -20,6 +20,7 @@ CONTRACT = {
     "RagCanaryScoreDrift",
     "RagCanaryEmbeddingDrift",
     "RagCanaryStaleLabels",
+    "RagCanaryIndexLost",  # issue 36: the index no longer holds judged documents
     "RagCanaryRankChurn",
     "RagCanaryNegativeLeak",
     "RagCanaryTargetUnavailable",

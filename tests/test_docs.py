@@ -27,6 +27,7 @@ from alert_contract import ALERTS
 from prometheus_client import generate_latest
 
 from ragcanary.cli.app import app as cli_app
+from ragcanary.measure.diagnosis import CauseEvidence, Checked, Diagnosis, LostId
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import (
     BaselineComparison,
@@ -365,6 +366,10 @@ REPORT_CLASSES: dict[str, type] = {
     "claim.": RunClaim,
     "stale_labels[].": StaleLabelEntry,
     "index_lookup.": IndexLookup,
+    "diagnosis.": Diagnosis,
+    "diagnosis.causes[].": CauseEvidence,
+    "diagnosis.checked.": Checked,
+    "cases[].vs_baseline.lost[].": LostId,
 }
 
 

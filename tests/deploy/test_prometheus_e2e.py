@@ -258,6 +258,14 @@ def test_lost_documents_fire_hit_rate_drop_which_an_outage_then_silences(stack: 
     # Its runbook opens on the same daemon, from the runbooks the package ships.
     runbook = alert["annotations"]["runbook_url"]
     assert runbook == f"{stack.ui_url}/ui/runbooks/RagCanaryHitRateDrop"
+    # Its description ends with the cause the run's diagnosis names, which Prometheus looked
+    # up in ragcanary:diagnosis: the cause of the daemon's latest report.
+    (latest,) = httpx.get(
+        f"{stack.daemon.url}/api/v1/runs?suite={SUITE}&target={TARGET}&limit=1", timeout=10
+    ).json()["runs"]
+    report = httpx.get(f"{stack.daemon.url}/api/v1/runs/{latest['run_id']}", timeout=10).json()
+    cause = f"The last run's diagnosis names the cause: {report['diagnosis']['cause']}."
+    assert alert["annotations"]["description"].endswith(cause), alert["annotations"]
     page = httpx.get(runbook, timeout=10)
     assert page.status_code == 200, page.text
     assert '<h2 id="check-first">Check first</h2>' in page.text

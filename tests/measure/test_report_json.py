@@ -36,6 +36,7 @@ RUN_KEYS = [
     "started_at",
     "duration_s",
     "outcome",
+    "diagnosis",
     "coverage",
     "metrics",
     "metrics_by_tag",
@@ -181,11 +182,15 @@ def test_against_a_baseline_the_comparison_drift_and_cosines_are_written_in_orde
         "entered",
         "left",
         "top_score_delta",
+        "lost",
     ]
+    assert cases["turned"]["vs_baseline"]["lost"] == []  # nothing judged relevant left
     assert cases["kept"]["embedding_cosine"] == 1.0
     assert cases["turned"]["embedding_cosine"] == pytest.approx(0.5, abs=1e-12)
     assert cases["lost"]["embedding_cosine"] is None  # embedded in both: null, not left out
     assert cases["lost"]["vs_baseline"]["left"] == ["d3"]
+    # d3 left, nobody asked the index, and the query vector has no cosine (a zero vector).
+    assert cases["lost"]["vs_baseline"]["lost"] == [{"id": "d3", "why": "query_moved"}]
     assert "embedding_cosine" not in cases["neg"]  # not embedded this time: left out
     assert "vs_baseline" not in cases["down"]  # not answered this time
     entries = {e.id: e for e in report.cases}

@@ -175,8 +175,18 @@ async def test_a_relevant_id_that_leaves_its_top_k_is_looked_up_in_that_run(
         assert report.stale_labels == (StaleLabelEntry("c2", "d2", "missing", looked_up_at=at),)
         lookup = IndexLookup(at=T0.isoformat(), ids=2, left=("d2",), left_at=at)
         assert report.index_lookup == lookup
-        assert index.fetches[1:] == [["d2"]]
+        assert index.fetches[1:] == [["d2"]]  # once, for the diagnosis and the stale labels
         assert daemon.exporter.registry.get_sample_value("ragcanary_stale_labels", GAUGE) == 1.0
+        # The index said so in this run: the canary and the run fail, and the cause is named.
+        assert report.outcome == "regression"
+        assert [f.kind for f in report.failures if f.case == "c2"] == ["lost_document"]
+        assert report.diagnosis is not None
+        assert report.diagnosis.cause == "index_lost"
+        assert report.diagnosis.causes[0].evidence == f"looked up at {at}: not found"
+        sample = daemon.exporter.registry.get_sample_value
+        assert sample("ragcanary_lost_documents", GAUGE) == 1.0
+        assert sample("ragcanary_diagnosis", {**GAUGE, "cause": "index_lost"}) == 1.0
+        assert sample("ragcanary_diagnosis", {**GAUGE, "cause": "none"}) == 0.0
         clock.now += 60.0
         index.held.add("d2")  # restored, though still outranked: no longer stale
         report = await daemon.run_now(KEY)
@@ -184,5 +194,6 @@ async def test_a_relevant_id_that_leaves_its_top_k_is_looked_up_in_that_run(
         assert report.index_lookup is not None
         assert report.index_lookup.left_at == clock.wall().isoformat()
         assert index.fetches[2:] == [["d2"]]
+        assert daemon.exporter.registry.get_sample_value("ragcanary_lost_documents", GAUGE) == 0.0
     finally:
         await daemon.keeper.close()

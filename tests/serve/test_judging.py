@@ -17,6 +17,7 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
+from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
@@ -164,13 +165,14 @@ class _HeldJudge:
         target: str,
         run: RunResult,
         baseline: RunResult | None,
+        evidence: IndexEvidence | None = None,
     ) -> Evaluation:
         self.thread = threading.get_ident()
         self.entered.set()
         # On the event loop this wait would stall the test itself: the deadline turns that
         # into a failure instead of a hang.
         self.held = self.released.wait(timeout=30)
-        return judge_run(loaded, suite, target, run, baseline)
+        return judge_run(loaded, suite, target, run, baseline, evidence)
 
 
 async def test_metrics_answer_while_a_run_is_being_judged(config: Path) -> None:

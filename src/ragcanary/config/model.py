@@ -64,6 +64,9 @@ class Thresholds(Strict):
     # 1 - mean cosine of the query vectors with the baseline's over which RagCanaryEmbeddingDrift
     # fires: the same model gives under 0.001, another model or version far more.
     embedding_drift: float = Field(default=0.01, ge=0, le=2)
+    # Judged relevant ids that the target's index no longer holds (asked in the run, for the
+    # ids that left their canary's top-k) from which the run fails; 0 turns the check off.
+    lost_documents: int = Field(default=1, ge=0)
 
     def floors(self) -> dict[str, float]:
         """The absolute floors keyed like report metrics: ``{"hit_rate@5": 0.8, "mrr": 0.5}``."""

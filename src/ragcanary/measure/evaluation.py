@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
+from ragcanary.measure.diagnosis import Diagnosis, IndexEvidence, LostId, diagnose, lost_ids
 from ragcanary.measure.drift import Drift, align_run, compare_runs
 from ragcanary.measure.misread import Misread, misread
 from ragcanary.measure.results import RunResult
@@ -26,9 +28,17 @@ class Evaluation:
     # Set when the run is unavailable because the target's response paths fit none of its
     # answers: the config is wrong, the target is up (the verdict's one failure says so).
     misread: Misread | None = None
+    # Per canary, the judged relevant ids that left its top-k and why; and the run's cause.
+    lost: Mapping[str, tuple[LostId, ...]] = field(default_factory=dict)
+    diagnosis: Diagnosis | None = None
 
 
-def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = None) -> Evaluation:
+def evaluate(
+    run: RunResult,
+    settings: Settings,
+    baseline: RunResult | None = None,
+    evidence: IndexEvidence | None = None,
+) -> Evaluation:
     """Score ``run`` as the target returned it, compare it with ``baseline``, and judge it.
 
     1. Score: per-case and aggregate metrics of the rankings exactly as returned.
@@ -42,13 +52,18 @@ def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = No
     approximate index jittering against one baseline run then pages nobody. Once the scores
     themselves moved (a re-embedded or noisy index, a new model), no reordering is excused.
     Reported metrics, deltas and regressed cases are always those of the run as returned.
+
+    4. Diagnose: why each judged relevant id left its canary's top-k, from ``evidence`` (what
+       the index said of them in this run) and the query vectors; a judged relevant id the
+       index no longer holds fails its canary and the run (``policy.lost_documents``).
     """
+    evidence = evidence or IndexEvidence()
     ks, depth, gain, policy = settings.ks, settings.depth, settings.gain, settings.policy
     order = settings.score_order
     scores = score_run(run, ks, depth, gain, order)
     if baseline is None:
         verdict, found = _misread(run, judge(scores, run.coverage, policy))
-        return Evaluation(run, scores, verdict, misread=found)
+        return _diagnosed(Evaluation(run, scores, verdict, misread=found), settings, evidence)
     baseline_scores = score_run(baseline, ks, depth, gain, order)
     drift = compare_runs(run, baseline, depth, settings.score_drift)
     aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift), order)
@@ -56,7 +71,56 @@ def evaluate(run: RunResult, settings: Settings, baseline: RunResult | None = No
     verdict = judge(scores, run.coverage, policy, baseline_scores, drift, noise_free)
     verdict, found = _misread(run, verdict)
     embedding = compare_vectors(run, baseline)
-    return Evaluation(run, scores, verdict, drift, baseline.run_id, embedding, found)
+    evaluation = Evaluation(run, scores, verdict, drift, baseline.run_id, embedding, found)
+    return _diagnosed(evaluation, settings, evidence, baseline)
+
+
+def _diagnosed(
+    evaluation: Evaluation,
+    settings: Settings,
+    evidence: IndexEvidence,
+    baseline: RunResult | None = None,
+) -> Evaluation:
+    """``evaluation`` with each lost id's reason, the lost documents' failures and its cause."""
+    lost = lost_ids(evaluation.run, baseline, evidence, evaluation.embedding)
+    verdict = evaluation.verdict
+    if verdict.outcome != "unavailable":
+        verdict = _judge_lost(verdict, lost, evidence, settings.policy.lost_documents)
+    diagnosis = diagnose(
+        lost,
+        outcome=verdict.outcome,
+        misread=evaluation.misread is not None,
+        evidence=evidence,
+        embedding=evaluation.embedding,
+        embedding_threshold=settings.embedding_drift,
+    )
+    return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis)
+
+
+def _judge_lost(
+    verdict: Verdict,
+    lost: Mapping[str, tuple[LostId, ...]],
+    evidence: IndexEvidence,
+    threshold: int,
+) -> Verdict:
+    """A failure per canary whose judged relevant ids left the index, once there are
+    ``threshold`` such ids in the run (0: never): the index said so, no test is needed."""
+    gone = {case: [i.id for i in ids if i.why == "not_in_index"] for case, ids in lost.items()}
+    gone = {case: ids for case, ids in gone.items() if ids}
+    if threshold <= 0 or sum(map(len, gone.values())) < threshold:
+        return verdict
+    at = f" (looked up {evidence.at.isoformat()})" if evidence.at else ""
+    failures = [
+        Failure(
+            "lost_document",
+            f"{case}: judged relevant {', '.join(ids)} left the index{at}; if deleted on "
+            "purpose, remove them from the case's relevant ids or label their replacements",
+            case=case,
+            amount=float(len(ids)),
+        )
+        for case, ids in gone.items()
+    ]
+    return replace(verdict, outcome="regression", failures=[*verdict.failures, *failures])
 
 
 def _misread(run: RunResult, verdict: Verdict) -> tuple[Verdict, Misread | None]:

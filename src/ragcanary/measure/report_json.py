@@ -16,6 +16,16 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ragcanary.measure.diagnosis import (
+    CAUSE_OF,
+    CAUSES,
+    Cause,
+    CauseEvidence,
+    Checked,
+    Diagnosis,
+    LostId,
+    Why,
+)
 from ragcanary.measure.run_report import (
     ABSENT,
     Absent,
@@ -55,6 +65,10 @@ def marshal(report: RunReport) -> JSON:
         "started_at": report.started_at.isoformat(),
         "duration_s": _finite(report.duration_s),
         "outcome": report.outcome,
+    }
+    if report.diagnosis is not None:  # left out of reports older than the diagnosis
+        data["diagnosis"] = _diagnosis(report.diagnosis)
+    data |= {
         "coverage": _finite(report.coverage),
         "metrics": _numbers(report.metrics),
         "metrics_by_tag": {tag: _numbers(values) for tag, values in report.metrics_by_tag.items()},
@@ -132,6 +146,8 @@ def marshal_case(entry: CaseEntry) -> JSON:
             "left": list(comparison.left),
             "top_score_delta": _finite(comparison.top_score_delta),
         }
+        if comparison.lost is not None:
+            data["vs_baseline"]["lost"] = [{"id": i.id, "why": i.why} for i in comparison.lost]
     if not isinstance(entry.embedding_cosine, Absent):
         data["embedding_cosine"] = _finite(entry.embedding_cosine)
     if entry.query_vector is not None:  # last: the one long value of the entry
@@ -157,6 +173,23 @@ def _baseline(baseline: BaselineComparison) -> JSON:
         "embedding_dimensions": (
             {"baseline": dimensions[0], "current": dimensions[1]} if dimensions else None
         ),
+    }
+
+
+def _diagnosis(diagnosis: Diagnosis) -> JSON:
+    return {
+        "cause": diagnosis.cause,
+        "summary": diagnosis.summary,
+        "causes": [
+            {"cause": c.cause, "cases": list(c.cases), "ids": list(c.ids), "evidence": c.evidence}
+            for c in diagnosis.causes
+        ],
+        "checked": {
+            "index_lookup": diagnosis.checked.index_lookup,
+            "exact_search": diagnosis.checked.exact_search,
+            "query_vectors": diagnosis.checked.query_vectors,
+        },
+        "lookup_s": _finite(diagnosis.lookup_s),
     }
 
 
@@ -207,6 +240,7 @@ def unmarshal(data: Mapping[str, Any]) -> RunReport:
         claim=_claim(data.get("claim")),
         stale_labels=read_stale_labels(data["stale_labels"]) if "stale_labels" in data else ABSENT,
         index_lookup=read_index_lookup(data.get("index_lookup")),
+        diagnosis=_read_diagnosis(data.get("diagnosis")),
     )
 
 
@@ -234,6 +268,7 @@ def unmarshal_case(data: Mapping[str, Any]) -> CaseEntry:
                 entered=tuple(str(i) for i in _list(comparison.get("entered"))),
                 left=tuple(str(i) for i in _list(comparison.get("left"))),
                 top_score_delta=_number(comparison.get("top_score_delta")),
+                lost=_read_lost(comparison["lost"]) if "lost" in comparison else None,
             )
             if isinstance(comparison, Mapping)
             else None
@@ -242,6 +277,44 @@ def unmarshal_case(data: Mapping[str, Any]) -> CaseEntry:
             _number(data["embedding_cosine"]) if "embedding_cosine" in data else ABSENT
         ),
         query_vector=vector if isinstance(vector, str) else None,
+    )
+
+
+def _read_diagnosis(data: Any) -> Diagnosis | None:
+    if not isinstance(data, Mapping):
+        return None
+    checked = _mapping(data.get("checked"))
+    return Diagnosis(
+        cause=_cause(data.get("cause")),
+        summary=_text(data.get("summary")),
+        causes=tuple(
+            CauseEvidence(
+                cause=_cause(c.get("cause")),
+                cases=tuple(str(i) for i in _list(c.get("cases"))),
+                ids=tuple(str(i) for i in _list(c.get("ids"))),
+                evidence=_text(c.get("evidence")),
+            )
+            for c in _objects(data.get("causes"))
+        ),
+        checked=Checked(
+            index_lookup=checked.get("index_lookup") is True,
+            exact_search=checked.get("exact_search") is True,
+            query_vectors=checked.get("query_vectors") is True,
+        ),
+        lookup_s=_number(data.get("lookup_s")),
+    )
+
+
+def _cause(value: Any) -> Cause:
+    """A cause of the vocabulary; anything else (a newer version's) reads as ``unknown``."""
+    return next((cause for cause in CAUSES if cause == value), "unknown")
+
+
+def _read_lost(data: Any) -> tuple[LostId, ...]:
+    whys: tuple[Why, ...] = tuple(CAUSE_OF)
+    return tuple(
+        LostId(_text(item.get("id")), next((w for w in whys if w == item.get("why")), "unknown"))
+        for item in _objects(data)
     )
 
 

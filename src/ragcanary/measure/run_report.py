@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from ragcanary.measure.cases import Suite
+from ragcanary.measure.diagnosis import Diagnosis, LostId
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.measure.vector_text import decode_vector, encode_vector
@@ -86,6 +87,8 @@ class CaseComparison:
     entered: tuple[str, ...]
     left: tuple[str, ...]
     top_score_delta: float | None
+    # Each judged relevant id that left the top-k and why (None: a report older than that).
+    lost: tuple[LostId, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,8 @@ class RunReport:
     claim: RunClaim | None = None
     stale_labels: tuple[StaleLabelEntry, ...] | Absent | None = ABSENT
     index_lookup: IndexLookup | None = None
+    # Which layer broke, and the evidence (None: a report older than the diagnosis).
+    diagnosis: Diagnosis | None = None
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -266,6 +271,7 @@ def build_report(evaluation: Evaluation) -> RunReport:
             outcomes={o: outcomes[o] for o in OUTCOMES},
         ),
         cases=tuple(_case_entry(r, evaluation) for r in run.results),
+        diagnosis=evaluation.diagnosis,
     )
 
 
@@ -294,6 +300,7 @@ def _case_entry(result: CaseResult, evaluation: Evaluation) -> CaseEntry:
             entered=tuple(e.id for e in comparison.entered),
             left=tuple(e.id for e in comparison.left),
             top_score_delta=_num(comparison.top1_delta),
+            lost=evaluation.lost.get(case.id, ()),
         ),
         embedding_cosine=cosine,
         query_vector=encode_vector(result.vector) if result.vector is not None else None,

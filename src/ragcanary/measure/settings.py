@@ -24,3 +24,5 @@ class Settings:
     score_drift: float
     policy: Policy
     score_order: ScoreOrder = "desc"
+    # 1 - mean cosine of the query vectors over which they moved (another model): a cause.
+    embedding_drift: float = 0.01

@@ -86,6 +86,9 @@ class Policy:
     min_rank_overlap: float | None = 0.7
     min_coverage: float = 0.9
     seed: int = 0
+    # Judged relevant ids the index no longer holds (looked up in the run) that fail the run
+    # whatever the significance test says; 0 turns the check off.
+    lost_documents: int = 1
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import httpx
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.probe.embedding import open_embedder
+from ragcanary.probe.evidence import index_evidence
 from ragcanary.probe.presets import PresetTarget, make_target
 from ragcanary.probe.runner import Embed, TargetGate, run_suite
 from ragcanary.redact import Redactor
@@ -31,12 +32,14 @@ async def run_cycle(
     """Run ``suite_name`` once against ``target_name`` and judge it against ``baseline``.
 
     Runs that may overlap against one target (the daemon's) pass that target's ``gate``.
-    A target with an ``embedding`` has its queries embedded there first.
+    A target with an ``embedding`` has its queries embedded there first. The index is asked
+    about the judged relevant ids that left their top-k (``probe.evidence``) before judging.
     """
-    run = await probe_cycle(
-        loaded, suite_name, target_name, client, on_result=on_result, gate=gate, run_id=run_id
-    )
-    return judge_run(loaded, suite_name, target_name, run, baseline)
+    async with AsyncExitStack() as stack:
+        target, embed = await open_target(stack, loaded, target_name, client)
+        run = await _probe(loaded, suite_name, target_name, target, embed, on_result, gate, run_id)
+        evidence = await index_evidence(target.missing, run, baseline)
+    return judge_run(loaded, suite_name, target_name, run, baseline, evidence)
 
 
 async def probe_cycle(
@@ -50,23 +53,35 @@ async def probe_cycle(
     run_id: str | None = None,
 ) -> RunResult:
     """Ask ``target_name`` every canary of ``suite_name`` once: the run, not judged yet."""
-    suite_cfg = loaded.config.suites[suite_name]
-    target_cfg = loaded.config.targets[target_name]
     async with AsyncExitStack() as stack:
         target, embed = await open_target(stack, loaded, target_name, client)
-        run = await run_suite(
-            suite_name,
-            loaded.suites[suite_name],
-            target,
-            depth=suite_cfg.depth,
-            concurrency=target_cfg.concurrency,
-            rate_limit=target_cfg.rate_limit,
-            on_result=on_result,
-            gate=gate,
-            run_id=run_id,
-            embed=embed,
-        )
-    return run
+        return await _probe(loaded, suite_name, target_name, target, embed, on_result, gate, run_id)
+
+
+async def _probe(
+    loaded: LoadedConfig,
+    suite_name: str,
+    target_name: str,
+    target: PresetTarget,
+    embed: Embed | None,
+    on_result: Callable[[CaseResult], None] | None,
+    gate: TargetGate | None,
+    run_id: str | None,
+) -> RunResult:
+    suite_cfg = loaded.config.suites[suite_name]
+    target_cfg = loaded.config.targets[target_name]
+    return await run_suite(
+        suite_name,
+        loaded.suites[suite_name],
+        target,
+        depth=suite_cfg.depth,
+        concurrency=target_cfg.concurrency,
+        rate_limit=target_cfg.rate_limit,
+        on_result=on_result,
+        gate=gate,
+        run_id=run_id,
+        embed=embed,
+    )
 
 
 async def open_target(

@@ -76,6 +76,12 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "coverage": report.coverage,
         "reasons": reason_lines(report),
         "unanswered": report.unanswered(),
+        # Which layer broke (docs/report.md, "diagnosis"); None for a report older than it.
+        "diagnosis": (
+            {"cause": report.diagnosis.cause, "summary": report.diagnosis.summary}
+            if report.diagnosis is not None
+            else None
+        ),
     }
 
 

@@ -54,6 +54,9 @@ def _headline(report: RunReport) -> str:
         facts.append(f"**Baseline** {_code(report.baseline.run_id)}")
     heading = f"## {title}: ragcanary suite {_code(report.suite)} on {_code(report.target)}"
     lines = [heading, "", " · ".join(facts)]
+    if report.diagnosis is not None:  # which layer broke, before any metric
+        diagnosis = report.diagnosis
+        lines += ["", f"**Cause** {_code(diagnosis.cause)}: {_text(diagnosis.summary)}"]
     failed = report.unanswered()
     if failed:
         reasons = ", ".join(f"{_text(name)} {n}" for name, n in failed.items())

@@ -124,6 +124,10 @@ def _embedding_drift(baseline: BaselineComparison) -> str:
 def render_report(report: RunReport) -> RenderableType:
     """Everything `ragcanary run` shows for one suite and target."""
     parts: list[RenderableType] = [summary_line(report)]
+    if report.diagnosis is not None:  # which layer broke, before any metric
+        diagnosis = report.diagnosis
+        style = "dim" if diagnosis.cause == "none" else "bold"
+        parts.append(Text(f"cause {diagnosis.cause}: {diagnosis.summary}", style=style))
     if report.metrics:
         parts.append(metrics_table(report))
     worst = worst_cases(report)
@@ -141,6 +145,9 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
     """`ragcanary diff`: what moved between two runs, worst cases first."""
     head = Text.assemble((f"{diff['suite']} on {diff['target']}", "bold"))
     parts: list[RenderableType] = [head]
+    diagnosis = diff["to"].get("diagnosis")
+    if diagnosis:  # which layer broke in the newer run, before anything else
+        parts.append(Text(f"cause {diagnosis['cause']}: {diagnosis['summary']}", style="bold"))
     outage = diff.get("newest_outage")
     if outage:
         parts.append(

@@ -24,6 +24,7 @@ from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
 from ragcanary.measure.run_report import RunClaim, RunReport
 from ragcanary.probe.cycle import probe_cycle
+from ragcanary.probe.evidence import index_evidence
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
@@ -434,14 +435,20 @@ class Daemon:
             gate=self._gate(key.target),
             run_id=claim.run_id if claim is not None else None,
         )
-        evaluation, report = await self.judge.judge(loaded, key.suite, key.target, run, baseline)
+        # Asked now, whatever the stale labels remember: what left this run's top-k.
+        evidence = await index_evidence(
+            lambda ids: self._look_up(pair, list(ids)), run, baseline, self.stale.index_checks.now
+        )
+        evaluation, report = await self.judge.judge(
+            loaded, key.suite, key.target, run, baseline, evidence
+        )
         if claim is not None and self.replicas is not None:
             ran = RunClaim(
                 claim.job, claim.tick.isoformat(), self.replicas.replica_id, claim.claimed
             )
             report = replace(report, claim=ran)
         if report.outcome != "unavailable":
-            found = await self.stale.find(self.loaded, pair, evaluation.run, baseline)
+            found = await self.stale.find(self.loaded, pair, evaluation.run, baseline, evidence)
             report = replace(report, stale_labels=found.labels, index_lookup=found.lookup)
         self.exporter.observe_run(report)
         self.shown.ran(pair, evaluation.run.started_at)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.settings import Settings
@@ -20,9 +21,12 @@ def settings_for(suite: SuiteConfig, target: TargetConfig | None = None) -> Sett
         significance=t.significance,
         min_rank_overlap=t.min_rank_overlap,
         min_coverage=suite.min_coverage,
+        lost_documents=t.lost_documents,
     )
     order = target.score_order if target is not None else "desc"
-    return Settings(suite.k, suite.depth, suite.gain, t.score_drift, policy, order)
+    return Settings(
+        suite.k, suite.depth, suite.gain, t.score_drift, policy, order, t.embedding_drift
+    )
 
 
 def judge_run(
@@ -31,6 +35,7 @@ def judge_run(
     target_name: str,
     run: RunResult,
     baseline: RunResult | None,
+    evidence: IndexEvidence | None = None,
 ) -> Evaluation:
     """``run`` judged against ``baseline`` with its suite's and target's settings.
 
@@ -39,4 +44,4 @@ def judge_run(
     """
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
-    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline)
+    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline, evidence)

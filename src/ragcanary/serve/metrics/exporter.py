@@ -199,8 +199,8 @@ class Exporter:
             self._observe_quality(pair, layout, report)
         if outcome in RUN_OUTCOMES:
             # Answers its config cannot read are no outage: the alerts tell them apart by this.
-            named = None
-            if outcome == "unavailable":
+            named = report.diagnosis.cause if report.diagnosis is not None else None
+            if named is None and outcome == "unavailable":  # a report older than the diagnosis
                 named = "config" if report.config_failure() else "outage"
             for cause in CAUSES:
                 self._child(self._f.diagnosis, pair, cause).set(1 if cause == named else 0)
@@ -288,6 +288,7 @@ class Exporter:
         leaks = {f.case for f in report.failures if f.kind == "negative_leak"}
         yield (self._f.leaks, ()), float(len(leaks))
         yield (self._f.regression, ()), 1.0 if report.outcome == "regression" else 0.0
+        yield (self._f.lost_documents, ()), _lost_documents(report)
         if isinstance(report.stale_labels, tuple):  # None: not enough runs yet to tell
             yield (self._f.stale_labels, ()), float(len(report.stale_labels))
         baseline = report.baseline
@@ -348,6 +349,25 @@ class Exporter:
             series.metrics[metric].remove(*pair, *labels)
             series.changed()
             owned.discard((metric, labels))
+
+
+def _lost_documents(report: RunReport) -> float | None:
+    """Judged relevant ids the index said it no longer holds; None (the series removed) when
+    ids left their top-k and the index could not be asked, or the report predates the count."""
+    diagnosis = report.diagnosis
+    if diagnosis is None:
+        return None
+    gone = {
+        i.id
+        for c in report.cases
+        if c.vs_baseline and c.vs_baseline.lost
+        for i in c.vs_baseline.lost
+        if i.why == "not_in_index"
+    }
+    left = any(c.vs_baseline and c.vs_baseline.lost for c in report.cases)
+    if left and not diagnosis.checked.index_lookup:
+        return None
+    return float(len(gone))
 
 
 def _query_counts(report: RunReport) -> Mapping[str, int]:

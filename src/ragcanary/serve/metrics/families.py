@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
+from ragcanary.measure.diagnosis import CAUSES as DIAGNOSIS_CAUSES
+
 # A healthy retriever answers in tens of milliseconds; the top buckets catch timeouts (5 s default).
 QUERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -16,9 +18,8 @@ RUN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 60
 STORAGE_OPERATIONS = ("read", "write", "check", "spool")
 # serve/intake/queue.py's signals and the reasons it refuses or drops a report for.
 CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
-# The causes of ragcanary_diagnosis a run names today: why it was unavailable. An answered run
-# sets both to 0 (causes that explain a regression are not named yet).
-CAUSES = ("outage", "config")
+# The causes of ragcanary_diagnosis: the report's diagnosis.cause vocabulary (docs/report.md).
+CAUSES = DIAGNOSIS_CAUSES
 CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap", "unstorable")
 M = TypeVar("M", bound=MetricWrapperBase)
 
@@ -113,10 +114,15 @@ class PairFamilies:
         self.threshold = self._gauge(
             "threshold", "A threshold of the suite's verdict (max_drop, floors, ...).", "name"
         )
+        self.lost_documents = self._gauge(
+            "lost_documents",
+            "Judged relevant ids of the last answered run that left their canary's top-k and"
+            " that the index, asked in that run, no longer holds.",
+        )
         self.diagnosis = self._gauge(
             "diagnosis",
-            "1 for the cause the last run names (outage: the target did not answer; config: it"
-            " answered, but the response paths fit none of its answers), 0 for the others.",
+            "1 for the cause the last run names (its report's diagnosis.cause: none, outage,"
+            " config, index_lost, ...), 0 for the others.",
             "cause",
         )
         self.interval = self._gauge(
@@ -137,6 +143,7 @@ class PairFamilies:
                 self.leaks,
                 self.regression,
                 self.stale_labels,
+                self.lost_documents,
             }
         )
 

