@@ -14,10 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from ragcanary.measure.diagnosis import (
-    CAUSE_OF,
     CAUSES,
     Cause,
     CauseEvidence,
@@ -311,7 +310,7 @@ def _cause(value: Any) -> Cause:
 
 
 def _read_lost(data: Any) -> tuple[LostId, ...]:
-    whys: tuple[Why, ...] = tuple(CAUSE_OF)
+    whys: tuple[Why, ...] = get_args(Why)
     return tuple(
         LostId(_text(item.get("id")), next((w for w in whys if w == item.get("why")), "unknown"))
         for item in _objects(data)

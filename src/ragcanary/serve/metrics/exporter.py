@@ -357,16 +357,10 @@ def _lost_documents(report: RunReport) -> float | None:
     diagnosis = report.diagnosis
     if diagnosis is None:
         return None
-    gone = {
-        i.id
-        for c in report.cases
-        if c.vs_baseline and c.vs_baseline.lost
-        for i in c.vs_baseline.lost
-        if i.why == "not_in_index"
-    }
-    left = any(c.vs_baseline and c.vs_baseline.lost for c in report.cases)
-    if left and not diagnosis.checked.index_lookup:
+    # Every lost id counts under one cause: any cause means ids left their top-k.
+    if diagnosis.causes and not diagnosis.checked.index_lookup:
         return None
+    gone = next((c.ids for c in diagnosis.causes if c.cause == "index_lost"), ())
     return float(len(gone))
 
 

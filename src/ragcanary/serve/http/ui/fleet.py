@@ -152,10 +152,6 @@ class PairRow:
         return STATUS_TEXT[self.status]
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def pair_row(
     suite: str,
     target: str,
@@ -187,7 +183,7 @@ def pair_row(
     row.run_id = newest.get("run_id")
     row.started_at = instant(newest.get("started_at"))
     row.age_s = (now - row.started_at).total_seconds() if row.started_at else None
-    row.coverage = _number(newest.get("coverage"))
+    row.coverage = newest.get("coverage")
     row.reasons = list(newest.get("reasons") or ())
     row.more_reasons = int(newest.get("more_reasons") or 0)
     outcome = newest.get("outcome")
@@ -199,11 +195,11 @@ def pair_row(
     if answered is not None:
         row.answered_run_id = answered.get("run_id")
         metrics, deltas = answered.get("metrics") or {}, answered.get("deltas") or {}
-        row.hit, row.hit_delta = _number(metrics.get(hit_key)), _number(deltas.get(hit_key))
-        row.mrr, row.mrr_delta = _number(metrics.get("mrr")), _number(deltas.get("mrr"))
-        row.score_drift = _number(answered.get("score_drift"))
-        row.rank_overlap = _number(answered.get("rank_overlap"))
-        row.embedding_drift = _number(answered.get("embedding_drift"))
+        row.hit, row.hit_delta = metrics.get(hit_key), deltas.get(hit_key)
+        row.mrr, row.mrr_delta = metrics.get("mrr"), deltas.get("mrr")
+        row.score_drift = answered.get("score_drift")
+        row.rank_overlap = answered.get("rank_overlap")
+        row.embedding_drift = answered.get("embedding_drift")
         found = answered.get("stale_labels")
         row.stale_labels = found if isinstance(found, int) else None
     return row
