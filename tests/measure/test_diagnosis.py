@@ -182,3 +182,13 @@ def test_the_diagnosis_and_the_lost_ids_are_in_the_report_and_read_back_equal() 
     # A report from before the diagnosis has neither, and gains neither on the way back.
     older = replace(report, diagnosis=None)
     assert "diagnosis" not in marshal(older)
+
+
+def test_a_failed_run_without_a_baseline_says_there_was_nothing_to_compare_with() -> None:
+    """A floor fails a first run: no id could leave, and the diagnosis says why it is unknown."""
+    current, _ = _runs({0: ["x"], 1: ["x"], 2: ["x"], 3: ["x"]})
+    judged = evaluate(current, _settings(hit_rate={1: 0.9}))
+    assert judged.verdict.outcome == "regression"
+    assert judged.diagnosis is not None
+    assert judged.diagnosis.cause == "unknown"
+    assert "(no baseline run: nothing to compare the run with)" in judged.diagnosis.summary

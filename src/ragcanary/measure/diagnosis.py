@@ -166,8 +166,10 @@ def diagnose(
     evidence: IndexEvidence,
     embedding: EmbeddingDrift | None,
     embedding_threshold: float,
+    baseline: bool = True,
 ) -> Diagnosis:
-    """The run's cause from what its verdict said and what the evidence established."""
+    """The run's cause from what its verdict said and what the evidence established;
+    ``baseline``: whether the run had a baseline run to lose ids against."""
     looked, compared = evidence.gone is not None, embedding is not None
 
     def said(cause: Cause, summary: str, causes: tuple[CauseEvidence, ...] = ()) -> Diagnosis:
@@ -193,9 +195,10 @@ def diagnose(
     unchecked = [
         name for name, done in (("index_lookup", looked), ("query_vectors", compared)) if not done
     ]
+    without = "" if baseline else " (no baseline run: nothing to compare the run with)"
     return said(
         "unknown",
-        "no layer could be named from the evidence; not checked: "
+        f"no layer could be named from the evidence{without}; not checked: "
         + ", ".join([*unchecked, "exact_search"]),
         causes,
     )

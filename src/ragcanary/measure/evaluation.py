@@ -93,6 +93,7 @@ def _diagnosed(
         evidence=evidence,
         embedding=evaluation.embedding,
         embedding_threshold=settings.embedding_drift,
+        baseline=baseline is not None,
     )
     return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis)
 
