@@ -9,7 +9,14 @@ import pytest
 from factories import answer, case, run
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.measure.diagnosis import IndexEvidence, LostId, diagnose, lost_ids, normalised
+from ragcanary.measure.diagnosis import (
+    IndexEvidence,
+    LostId,
+    Ranking,
+    diagnose,
+    lost_ids,
+    normalised,
+)
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.report_json import marshal, unmarshal
 from ragcanary.measure.results import RunResult
@@ -192,3 +199,93 @@ def test_a_failed_run_without_a_baseline_says_there_was_nothing_to_compare_with(
     assert judged.diagnosis is not None
     assert judged.diagnosis.cause == "unknown"
     assert "(no baseline run: nothing to compare the run with)" in judged.diagnosis.summary
+
+
+# Exact scores: ann_miss, doc_changed, outranked ------------------------------------------------
+
+# Distances (lower is better): the baseline ranks d at 0.10, the run returns three others.
+BEFORE = answer(["d", "x", "y"], [0.10, 0.20, 0.30])
+NOW = answer(["a", "b", "c"], [0.05, 0.08, 0.12])
+ASC = Ranking(order="asc", depth=3, score_drift=0.03)
+
+
+def _one(now: object, exact: float | None, ranking: Ranking = ASC) -> str:
+    """Why ``d`` left canary c (answered ``now``) when its exact score now is ``exact``."""
+    lost_case = case("c", ["d"])
+    current = run([(lost_case, now)], "now")  # type: ignore[list-item]
+    baseline = run([(lost_case, BEFORE)], "base")
+    scored = {"c": {"d": exact}} if exact is not None else {}
+    evidence = IndexEvidence(frozenset(), AT, 0.01, scored)
+    return lost_ids(current, baseline, evidence, None, ranking)["c"][0].why
+
+
+@pytest.mark.parametrize(
+    ("exact", "why"),
+    [
+        (0.10, "ann_miss"),  # as near as before, and nearer than the k-th returned (0.12)
+        (0.11, "ann_miss"),
+        (0.12, "outranked"),  # a tie with the k-th is no miss; its score moved 0.02 only
+        (0.125, "outranked"),
+        (0.131, "doc_changed"),  # moved 0.031: past score_drift (0.03)
+        (0.20, "doc_changed"),  # moved 0.10 against the baseline's 0.10
+        (0.04, "ann_miss"),  # nearer than anything returned
+    ],
+)
+def test_an_exact_score_names_a_miss_a_change_or_being_outranked(exact: float, why: str) -> None:
+    assert _one(NOW, exact) == why
+
+
+def test_similarities_rank_the_other_way() -> None:
+    desc = Ranking(order="desc", depth=3, score_drift=0.03)
+    before, now = (
+        answer(["d", "x", "y"], [0.9, 0.8, 0.7]),
+        answer(["a", "b", "c"], [0.95, 0.92, 0.91]),
+    )
+    lost_case = case("c", ["d"])
+    for exact, why in ((0.915, "ann_miss"), (0.9, "outranked"), (0.5, "doc_changed")):
+        evidence = IndexEvidence(frozenset(), AT, 0.01, {"c": {"d": exact}})
+        current, baseline = run([(lost_case, now)], "now"), run([(lost_case, before)], "base")
+        assert lost_ids(current, baseline, evidence, None, desc)["c"][0].why == why, exact
+
+
+def test_a_held_id_missing_from_a_short_answer_was_missed_by_the_search() -> None:
+    """Fewer than k results and the id held: an exact search would have returned it."""
+    assert _one(answer(["a"], [0.05]), 0.5) == "ann_miss"
+
+
+def test_without_an_exact_score_nothing_is_claimed() -> None:
+    assert _one(NOW, None) == "unknown"
+    assert _one(answer(["a", "b", "c"], [0.05, 0.08, None]), 0.11) == "unknown"  # type: ignore[list-item]
+
+
+def test_a_moved_query_comes_before_an_exact_score() -> None:
+    lost_case = case("c", ["d"])
+    current, baseline = run([(lost_case, NOW)], "now"), run([(lost_case, BEFORE)], "base")
+    moved = EmbeddingDrift(per_case={"c": 0.5}, drift=0.5, changed_ratio=1.0)
+    evidence = IndexEvidence(frozenset(), AT, 0.01, {"c": {"d": 0.11}})
+    assert lost_ids(current, baseline, evidence, moved, ASC)["c"][0].why == "query_moved"
+
+
+@pytest.mark.parametrize(
+    ("exact", "cause", "summary"),
+    [
+        (0.11, "ann_miss", "missed by the approximate search although in the index: d"),
+        (0.20, "index_changed", "changed in the index (re-chunked or re-embedded): d"),
+        (0.12, "outranked", "outranked by other documents: d"),
+    ],
+)  # fmt: skip
+def test_the_run_is_named_for_what_the_exact_scores_showed(
+    exact: float, cause: str, summary: str
+) -> None:
+    lost_case = case("c", ["d"])
+    current, baseline = run([(lost_case, NOW)], "now"), run([(lost_case, BEFORE)], "base")
+    evidence = IndexEvidence(frozenset(), AT, 0.01, {"c": {"d": exact}})
+    found = lost_ids(current, baseline, evidence, None, ASC)
+    said = diagnose(
+        found, outcome="regression", misread=False, evidence=evidence,
+        embedding=None, embedding_threshold=0.01,
+    )  # fmt: skip
+    assert (said.cause, said.summary) == (cause, f"1 judged document {summary}")
+    assert said.checked.exact_search
+    assert [(c.cause, c.cases, c.ids) for c in said.causes] == [(cause, ("c",), ("d",))]
+    assert AT.isoformat() in said.causes[0].evidence

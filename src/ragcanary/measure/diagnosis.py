@@ -8,9 +8,14 @@ evidence establishes is kept, in this order (docs/report.md, "diagnosis"):
   NFKC, case, surrounding white space): the document is there under another id;
 - ``not_in_index``: the target's index, asked in this run, no longer holds it;
 - ``query_moved``: the canary's query vector moved against the baseline's (another model);
-- ``unknown``: nothing above could be established. ``ann_miss``, ``doc_changed`` and
-  ``outranked`` need the id's stored vector or an exact search, which this version does not
-  do: the diagnosis says so (``checked``) rather than guess.
+- ``ann_miss``: the index holds it and its exact score for this run's query vector (computed
+  in this run from its stored vectors, or by the database) would rank it inside the top-k,
+  yet the approximate search left it out;
+- ``doc_changed``: its exact score moved against the score the baseline returned for it by
+  more than ``score_drift``: its document was re-chunked or re-embedded;
+- ``outranked``: held, with an unchanged score: other documents now rank above it;
+- ``unknown``: nothing above could be established (the diagnosis says what was not checked
+  in ``checked`` rather than guess).
 
 The run's cause is the one that accounts for the most lost ids (ties: the order of
 ``CAUSES``), unless the run is unavailable (``outage``, or ``config`` when the answers did not
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
-from ragcanary.measure.results import RunResult
+from ragcanary.measure.results import Answer, RunResult, ScoreOrder
 from ragcanary.measure.vectors import CHANGED_BELOW, EmbeddingDrift
 
 Why = Literal[
@@ -45,6 +50,9 @@ Cause = Literal[
     "short_results",
     "unknown",
 ]
+# How far an exact score may sit past the k-th returned one and still count as a tie: the
+# database computes in float32, the exact score may come from stored vectors in float64.
+TIE = 1e-5
 # Every cause, in the order that breaks a tie between them.
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 CAUSE_OF: Mapping[Why, Cause] = {
@@ -67,6 +75,9 @@ class IndexEvidence:
     gone: frozenset[str] | None = None
     at: datetime | None = None
     seconds: float | None = None
+    # Per canary, the exact score of each of its lost ids that the index still holds, for the
+    # canary's query vector in this run; None: not computed (no vectors, or the preset can't).
+    exact: Mapping[str, Mapping[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,7 @@ class Checked:
     """Which evidence the diagnosis had: what it could not check, it does not claim."""
 
     index_lookup: bool = False  # the index was asked about the ids that left, in this run
-    exact_search: bool = False  # an exact search ranked them (not done by this version)
+    exact_search: bool = False  # their exact scores for the run's query vectors were computed
     query_vectors: bool = False  # both runs' query vectors were compared
 
 
@@ -112,11 +123,22 @@ def normalised(doc: str) -> str:
     return unicodedata.normalize("NFKC", doc).casefold().strip()
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How a run's scores rank and what moved: the order of its scores, how many results it
+    asked for, and by how much an id's own score must move to count as changed."""
+
+    order: ScoreOrder = "desc"
+    depth: int | None = None  # None: the answer's own length
+    score_drift: float = 0.03
+
+
 def lost_ids(
     run: RunResult,
     baseline: RunResult | None,
     evidence: IndexEvidence,
     embedding: EmbeddingDrift | None,
+    ranking: Ranking = Ranking(),
 ) -> dict[str, tuple[LostId, ...]]:
     """Per canary answered in both runs, each judged relevant id (grade above 0) that the
     baseline returned and this run did not, with the first reason the evidence gives."""
@@ -124,6 +146,7 @@ def lost_ids(
         return {}
     before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
     cosines = embedding.per_case if embedding is not None else {}
+    exact = evidence.exact or {}
     out: dict[str, tuple[LostId, ...]] = {}
     for result in run.results:
         earlier = before.get(result.case.id)
@@ -131,13 +154,45 @@ def lost_ids(
             continue
         now, held = set(result.answer.ids), set(earlier.ids)
         entered = {normalised(doc) for doc in result.answer.ids if doc not in held}
+        scored = exact.get(result.case.id, {})
         lost = []
         for doc, grade in (result.case.relevant or {}).items():
             if grade <= 0 or doc not in held or doc in now:
                 continue
-            lost.append(LostId(doc, _why(doc, entered, evidence, result.case.id, cosines)))
+            why = _why(doc, entered, evidence, result.case.id, cosines)
+            if why == "unknown" and doc in scored:
+                why = _scored(scored[doc], result.answer, _score_of(earlier, doc), ranking)
+            lost.append(LostId(doc, why))
         out[result.case.id] = tuple(lost)
     return out
+
+
+def _scored(exact: float, answer: Answer, before: float | None, ranking: Ranking) -> Why:
+    """Why a held id whose query did not move left the top-k, from its exact score now:
+    inside the returned k-th score (or a short answer) an exact search keeps it, so the
+    approximate one missed it; else its own score moved, or others outranked it."""
+    depth = ranking.depth or len(answer.ids)
+    kept = answer.scores[:depth]
+    if len(kept) < depth:
+        return "ann_miss"
+    last = kept[-1]
+    if last is None or before is None:
+        return "unknown"
+    tie = TIE * max(1.0, abs(last))
+    inside = exact < last - tie if ranking.order == "asc" else exact > last + tie
+    if inside:
+        return "ann_miss"
+    if abs(exact - before) > ranking.score_drift:
+        return "doc_changed"
+    return "outranked"
+
+
+def _score_of(answer: Answer, doc: str) -> float | None:
+    """The score ``answer`` gave ``doc`` where it first ranked it (its best chunk)."""
+    for found, score in zip(answer.ids, answer.scores, strict=False):
+        if found == doc:
+            return score
+    return None
 
 
 def _why(
@@ -171,9 +226,10 @@ def diagnose(
     """The run's cause from what its verdict said and what the evidence established;
     ``baseline``: whether the run had a baseline run to lose ids against."""
     looked, compared = evidence.gone is not None, embedding is not None
+    exact = evidence.exact is not None
 
     def said(cause: Cause, summary: str, causes: tuple[CauseEvidence, ...] = ()) -> Diagnosis:
-        checked = Checked(index_lookup=looked, query_vectors=compared)
+        checked = Checked(index_lookup=looked, exact_search=exact, query_vectors=compared)
         return Diagnosis(cause, summary, causes, checked, evidence.seconds)
 
     if outcome == "unavailable":
@@ -192,16 +248,11 @@ def diagnose(
         return said(
             "query_embedding", f"the query vectors moved: embedding drift {embedding.drift:.4f}"
         )
-    unchecked = [
-        name for name, done in (("index_lookup", looked), ("query_vectors", compared)) if not done
-    ]
+    done = {"index_lookup": looked, "query_vectors": compared, "exact_search": exact}
+    unchecked = [name for name, checked in done.items() if not checked]
     without = "" if baseline else " (no baseline run: nothing to compare the run with)"
-    return said(
-        "unknown",
-        f"no layer could be named from the evidence{without}; not checked: "
-        + ", ".join([*unchecked, "exact_search"]),
-        causes,
-    )
+    missing = "; not checked: " + ", ".join(unchecked) if unchecked else ""
+    return said("unknown", f"no layer could be named from the evidence{without}{missing}", causes)
 
 
 def _causes(
@@ -232,7 +283,20 @@ def _evidence(cause: Cause, evidence: IndexEvidence, embedding: EmbeddingDrift |
         return "an id that entered equals it after normalisation (NFKC, case, white space)"
     if cause == "query_embedding" and embedding is not None:
         return f"the canary's query vector moved (embedding drift {embedding.drift:.4f})"
-    return "not established: neither a look-up, a renamed id nor a moved query explains it"
+    at = f" at {evidence.at.isoformat()}" if evidence.at else " in this run"
+    if cause == "ann_miss":
+        return (
+            f"held by the index, and its exact score{at} ranks it inside the top-k: "
+            "the approximate search left it out"
+        )
+    if cause == "index_changed":
+        return (
+            f"held by the index, the query vector unchanged, but its own score{at} moved "
+            "beyond score_drift against the baseline's: re-chunked or re-embedded"
+        )
+    if cause == "outranked":
+        return f"held by the index with its score unchanged{at}: other documents now rank above it"
+    return "not established: neither a look-up, a renamed id, a moved query nor an exact score"
 
 
 def _summary(cause: CauseEvidence) -> str:
@@ -247,4 +311,10 @@ def _summary(cause: CauseEvidence) -> str:
         return f"{documents} came back under another id: {ids}"
     if cause.cause == "query_embedding":
         return f"{documents} lost after the query vectors moved: {ids}"
+    if cause.cause == "ann_miss":
+        return f"{documents} missed by the approximate search although in the index: {ids}"
+    if cause.cause == "index_changed":
+        return f"{documents} changed in the index (re-chunked or re-embedded): {ids}"
+    if cause.cause == "outranked":
+        return f"{documents} outranked by other documents: {ids}"
     return f"{documents} lost: {ids}"

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ragcanary.measure.diagnosis import Diagnosis, IndexEvidence, LostId, diagnose, lost_ids
+from ragcanary.measure.diagnosis import (
+    Diagnosis,
+    IndexEvidence,
+    LostId,
+    Ranking,
+    diagnose,
+    lost_ids,
+)
 from ragcanary.measure.drift import Drift, align_run, compare_runs
 from ragcanary.measure.misread import Misread, misread
 from ragcanary.measure.results import RunResult
@@ -82,7 +89,8 @@ def _diagnosed(
     baseline: RunResult | None = None,
 ) -> Evaluation:
     """``evaluation`` with each lost id's reason, the lost documents' failures and its cause."""
-    lost = lost_ids(evaluation.run, baseline, evidence, evaluation.embedding)
+    ranking = Ranking(settings.score_order, settings.depth, settings.score_drift)
+    lost = lost_ids(evaluation.run, baseline, evidence, evaluation.embedding, ranking)
     verdict = evaluation.verdict
     if verdict.outcome != "unavailable":
         verdict = _judge_lost(verdict, lost, evidence, settings.policy.lost_documents)

@@ -40,20 +40,31 @@ def left_top_k(run: RunResult, baseline: RunResult | None) -> list[str]:
     """The relevant ids (grade above 0) that the baseline returned for a case and ``run`` did
     not return for it, once each, sorted; only cases answered in both runs count (an outage
     says nothing about the index)."""
+    return sorted({doc for ids in left_by_case(run, baseline).values() for doc in ids})
+
+
+def left_by_case(run: RunResult, baseline: RunResult | None) -> dict[str, list[str]]:
+    """Per case answered in both runs and in ``run``'s order, the relevant ids (grade above 0)
+    that the baseline returned for it and ``run`` did not, in the case's label order; cases
+    that lost none are left out."""
     if baseline is None:
-        return []
+        return {}
     before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
-    left: set[str] = set()
+    left: dict[str, list[str]] = {}
     for result in run.results:
         earlier = before.get(result.case.id)
         if earlier is None or not result.answer.answered:
             continue
         now = set(result.answer.ids)
         held = set(earlier.ids)
-        for doc, grade in (result.case.relevant or {}).items():
-            if grade > 0 and doc in held and doc not in now:
-                left.add(doc)
-    return sorted(left)
+        lost = [
+            doc
+            for doc, grade in (result.case.relevant or {}).items()
+            if grade > 0 and doc in held and doc not in now
+        ]
+        if lost:
+            left[result.case.id] = lost
+    return left
 
 
 def stale_labels(

@@ -38,7 +38,7 @@ async def run_cycle(
     async with AsyncExitStack() as stack:
         target, embed = await open_target(stack, loaded, target_name, client)
         run = await _probe(loaded, suite_name, target_name, target, embed, on_result, gate, run_id)
-        evidence = await index_evidence(target.missing, run, baseline)
+        evidence = await index_evidence(target, run, baseline)
     return judge_run(loaded, suite_name, target_name, run, baseline, evidence)
 
 

@@ -182,6 +182,22 @@ class HttpTarget:
         """A preset's lookup of ``ids``; may raise ``QueryFailed``. None: cannot tell."""
         return None
 
+    async def scores(self, ids: Sequence[str], vector: Sequence[float]) -> dict[str, float] | None:
+        """Each held id's exact score for ``vector``, as this target's search scores it (an id
+        with several chunks: its best); ids not held are left out; None when this target
+        cannot tell. Never raises, like ``missing``; the canary's request stays the one shown."""
+        sent = self.last_request
+        try:
+            return await self._scores(list(dict.fromkeys(ids)), [float(x) for x in vector])
+        except Exception:  # a failed lookup, or a bug in one, says nothing of the ranking
+            return None
+        finally:
+            self.last_request = sent
+
+    async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
+        """A preset's exact scores of ``ids``; may raise ``QueryFailed``. None: cannot tell."""
+        return None
+
     async def _fetch_json(self, url: str) -> Any:
         """GET ``url`` and its JSON (a preset's look-up); raises ``QueryFailed`` for every
         failure."""

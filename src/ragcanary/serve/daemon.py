@@ -22,6 +22,8 @@ from apscheduler.triggers.base import BaseTrigger
 
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
+from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import RunClaim, RunReport
 from ragcanary.probe.cycle import probe_cycle
 from ragcanary.probe.evidence import index_evidence
@@ -436,9 +438,7 @@ class Daemon:
             run_id=claim.run_id if claim is not None else None,
         )
         # Asked now, whatever the stale labels remember: what left this run's top-k.
-        evidence = await index_evidence(
-            lambda ids: self._look_up(pair, list(ids)), run, baseline, self.stale.index_checks.now
-        )
+        evidence = await self._evidence(pair, run, baseline)
         evaluation, report = await self.judge.judge(
             loaded, key.suite, key.target, run, baseline, evidence
         )
@@ -458,6 +458,20 @@ class Daemon:
             await self.keeper.pin_first_healthy(pair, report)
         log_run(report)
         return report
+
+    async def _evidence(
+        self, pair: tuple[str, str], run: RunResult, baseline: RunResult | None
+    ) -> IndexEvidence:
+        """What the index of ``pair``'s target says now of the ids that left their top-k
+        (``probe.evidence``), asked on the target's client and within its concurrency."""
+        name = pair[1]
+        config = self.loaded.config.targets[name]
+        target = make_target(name, config, self._client(name), Redactor(self.loaded.secrets))
+        try:
+            async with self._gate(name).slots:
+                return await index_evidence(target, run, baseline, self.stale.index_checks.now)
+        finally:
+            await target.aclose()
 
     async def _look_up(self, pair: tuple[str, str], ids: list[str]) -> set[str] | None:
         """Which of ``ids`` the index of ``pair``'s target no longer holds (None: it cannot

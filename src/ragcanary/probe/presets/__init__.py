@@ -4,7 +4,9 @@ Each preset is an ``HttpTarget`` that builds the database's native query from th
 vector and turns the database's answer into ranked hits; timeouts, retries, size caps,
 redirect rules and redaction are ``HttpTarget``'s. pgvector, which speaks SQL, is its own
 ``PgvectorTarget``; both are a ``PresetTarget``. A preset that can fetch records by id also
-says which relevant ids its index no longer holds (``missing``; ``lookup.py``).
+says which relevant ids its index no longer holds (``missing``; ``lookup.py``), and one that
+can fetch their vectors, or compute their distance itself, gives their exact scores
+(``scores``) for the diagnosis.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ class PresetTarget(Target, Protocol):
         """The ids of ``ids`` the index does not hold; None when this target cannot tell
         (the generic http target, an ``id:`` its API cannot look up, a failed lookup).
         Never raises."""
+        ...
+
+    async def scores(self, ids: Sequence[str], vector: Sequence[float]) -> dict[str, float] | None:
+        """Each held id's exact score for ``vector`` as the target's search scores it (an id
+        with several chunks: its best); ids not held are left out; None when this target
+        cannot tell. Never raises."""
         ...
 
     async def aclose(self) -> None:

@@ -3,11 +3,16 @@
 Chroma answers column-wise (``ids: [[...]]``, ``distances: [[...]]``, ``metadatas: [[...]]``,
 one inner list per query vector); the hits are those columns zipped, so that ``id:`` may
 point into a hit's ``metadata`` (``metadata.doc_id``). Its scores are distances.
+
+For the diagnosis, an id's exact score is computed here from its stored vectors (``get`` with
+``include: ["embeddings"]``) by the collection's own distance (``SPACES``): Chroma searches
+approximately only, so this is how far the id really is from the query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -16,6 +21,7 @@ import httpx
 from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets.collection import CollectionTarget
 from ragcanary.probe.presets.lookup import (
+    MAX_PAGES,
     PAGE,
     held_by_filter,
     integers,
@@ -23,6 +29,32 @@ from ragcanary.probe.presets.lookup import (
     scalar,
 )
 from ragcanary.probe.retries import QueryFailed
+
+
+def _l2(a: Sequence[float], b: Sequence[float]) -> float:
+    """Chroma's ``l2``: the squared Euclidean distance."""
+    return math.fsum((x - y) ** 2 for x, y in zip(a, b, strict=True))
+
+
+def _ip(a: Sequence[float], b: Sequence[float]) -> float:
+    """Chroma's ``ip``: one minus the inner product."""
+    return 1.0 - math.fsum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Chroma's ``cosine``: one minus the cosine similarity."""
+    norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
+    if norms == 0:
+        raise QueryFailed("bad_response", "a zero vector has no cosine distance")
+    return 1.0 - math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms
+
+
+# A collection's distance ("space") as Chroma computes it.
+SPACES: Mapping[str, Callable[[Sequence[float], Sequence[float]], float]] = {
+    "l2": _l2,
+    "ip": _ip,
+    "cosine": _cosine,
+}
 
 
 class ChromaTarget(CollectionTarget):
@@ -34,6 +66,7 @@ class ChromaTarget(CollectionTarget):
     def _setup(self, config: TargetConfig) -> None:
         super()._setup(config)
         self._results = _hits
+        self._space: str | None = None  # the collection's distance, from its lookup
         self._collections_url = (
             f"{config.url.rstrip('/')}/api/v2/tenants/{quote(config.tenant, safe='')}"
             f"/databases/{quote(config.database, safe='')}/collections"
@@ -47,6 +80,7 @@ class ChromaTarget(CollectionTarget):
         collection_id = found.get("id") if isinstance(found, dict) else None
         if not isinstance(collection_id, str) or not collection_id:
             raise QueryFailed("bad_response", "the collection lookup has no id")
+        self._space = _space(found)
         return collection_id
 
     async def _list_names(self) -> list[str]:
@@ -82,6 +116,77 @@ class ChromaTarget(CollectionTarget):
         if self._config.id == "id":
             return await missing_in_batches(ids, held)
         return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
+
+    async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
+        """Each held id's smallest distance to ``vector`` over its stored vectors (its chunks),
+        computed by the collection's space; None for a space this does not know."""
+        url = f"{self._collections_url}/{await self._look_up_once()}/get"
+        distance = SPACES.get(self._space or "")
+        if distance is None:
+            return None
+        best: dict[str, float] = {}
+        for doc, stored in await self._vectors(url, ids):
+            if len(stored) != len(vector):
+                raise QueryFailed("bad_response", "a stored vector has another size")
+            score = distance(vector, stored)
+            best[doc] = min(score, best.get(doc, score))
+        return {doc: score for doc, score in best.items() if doc in set(ids)}
+
+    async def _vectors(self, url: str, ids: list[str]) -> list[tuple[str, list[float]]]:
+        """(id, stored vector) of every record of ``ids``: by key, or every chunk whose
+        metadata field holds one of them, page by page."""
+        found: list[tuple[str, list[float]]] = []
+        if self._config.id == "id":
+            for start in range(0, len(ids), PAGE):
+                keys = {"ids": ids[start : start + PAGE], "include": ["embeddings"]}
+                _, got = await self._ask(self._post(url, keys))
+                found += zip(map(str, _column(got, "ids")), _vectors(got), strict=True)
+            return found
+        field = self._config.id.removeprefix("metadata.")
+        if field == self._config.id or "." in field:
+            raise QueryFailed("bad_response", "chroma's metadata is flat: no field to filter on")
+        for page in range(MAX_PAGES):
+            body: dict[str, Any] = {
+                "where": _any_of(field, ids),
+                "include": ["embeddings", "metadatas"],
+                "limit": PAGE,
+                "offset": page * PAGE,
+            }
+            _, got = await self._ask(self._post(url, body))
+            rows = _column(got, "metadatas")
+            for row, stored in zip(rows, _vectors(got), strict=True):
+                doc = scalar(self._id({"metadata": row}))
+                if doc is not None:
+                    found.append((doc, stored))
+            if len(rows) < PAGE:
+                return found
+        raise QueryFailed("bad_response", f"more chunks than {MAX_PAGES} pages hold")
+
+
+def _space(collection: Any) -> str:
+    """A collection's distance: its configuration's, else its legacy ``hnsw:space`` metadata,
+    else Chroma's default ``l2``."""
+    configuration = collection.get("configuration_json") or {}
+    for index in ("hnsw", "spann"):
+        settings = configuration.get(index) if isinstance(configuration, dict) else None
+        if isinstance(settings, dict) and isinstance(settings.get("space"), str):
+            return str(settings["space"])
+    metadata = collection.get("metadata") or {}
+    space = metadata.get("hnsw:space") if isinstance(metadata, dict) else None
+    return space if isinstance(space, str) else "l2"
+
+
+def _vectors(document: Any) -> list[list[float]]:
+    """The ``embeddings`` column of a ``get`` answer, as lists of floats."""
+    column = _column(document, "embeddings")
+    vectors = []
+    for row in column:
+        if not isinstance(row, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in row
+        ):
+            raise QueryFailed("bad_response", "chroma's get answered an embedding not numbers")
+        vectors.append([float(x) for x in row])
+    return vectors
 
 
 def _hits(document: Any) -> list[dict[str, Any]]:

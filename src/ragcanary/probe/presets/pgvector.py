@@ -149,6 +149,23 @@ class PgvectorTarget:
             return None
         return set(wanted) - held
 
+    async def scores(self, ids: Sequence[str], vector: Sequence[float]) -> dict[str, float] | None:
+        """Each of ``ids`` that rows the search sees hold, with its smallest distance to
+        ``vector`` by the search's own operator, computed row by row (exact, whatever index
+        the table has); None when that cannot be told. Never raises."""
+        wanted = list(dict.fromkeys(ids))
+        numbers = [float(x) for x in vector]
+        found: dict[str, float] = {}
+        try:
+            for start in range(0, len(wanted), BATCH):
+                batch = wanted[start : start + BATCH]
+                ask = functools.partial(self._distances, ids=batch, vector=numbers)
+                rows = await self._retrying.call(functools.partial(self._call, ask))
+                found |= {str(raw_id): float(d) for raw_id, d in rows if d is not None}
+        except Exception:  # a lookup that failed, or a bug in one, says nothing of the ranking
+            return None
+        return found
+
     async def _search_once(self, vector: list[float], k: int) -> _Ranked:
         """One query; raises ``QueryFailed`` for every kind of failure."""
         self._sent = (vector, k)
@@ -208,6 +225,16 @@ class PgvectorTarget:
             return []
         statement, values = found
         return list(conn.execute(statement, {"ids": values}))
+
+    def _distances(self, conn: Connection, ids: list[str], vector: list[float]) -> list[Any]:
+        """The catalog (once), then each held id of ``ids`` with its smallest distance."""
+        layout = self._layout or self._look_up(conn)
+        self._layout = layout
+        found = sql.distances(self._table, self._config, layout.kind, layout.id_kind, ids)
+        if found is None:
+            return []
+        statement, values = found
+        return list(conn.execute(statement, {"ids": values, "vector": vector}))
 
     def _look_up(self, conn: Connection) -> sql.Layout:
         """The vector column's type and size; ``QueryFailed`` naming what exists instead."""

@@ -131,6 +131,24 @@ def nearest(table: TableClause, config: TargetConfig, kind: str) -> Select[Any]:
     return statement.order_by(distance).limit(bindparam("k"))
 
 
+def distances(
+    table: TableClause, config: TargetConfig, kind: str, id_kind: str, ids: list[str]
+) -> tuple[Select[Any], list[Any]] | None:
+    """The statement giving each of ``ids`` that rows the search sees hold its smallest
+    distance to ``:vector`` (the search's own operator, computed row by row: exact, whatever
+    index the table has), and the bound ids; None when no id can be held."""
+    found = held(table, config, id_kind, ids)
+    if found is None:
+        return None
+    statement, values = found
+    assert config.vector_column is not None
+    query_vector = cast(bindparam("vector"), VectorType(kind))
+    operator = OPERATORS[config.distance]
+    distance = table.c[config.vector_column].op(operator, return_type=Float)(query_vector)
+    id_column = statement.selected_columns[0]
+    return statement.add_columns(func.min(distance)).group_by(id_column), values
+
+
 def held(
     table: TableClause, config: TargetConfig, id_kind: str, ids: list[str]
 ) -> tuple[Select[Any], list[Any]] | None:
