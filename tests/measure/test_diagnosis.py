@@ -289,3 +289,22 @@ def test_the_run_is_named_for_what_the_exact_scores_showed(
     assert said.checked.exact_search
     assert [(c.cause, c.cases, c.ids) for c in said.causes] == [(cause, ("c",), ("d",))]
     assert AT.isoformat() in said.causes[0].evidence
+
+
+def test_scores_that_moved_while_the_queries_did_not_name_a_changed_index() -> None:
+    """No id left, the verdict passed, but most scores moved beyond score_drift and the query
+    vectors stayed: the documents changed (a drift threshold crossed, so not ``none``)."""
+    still = EmbeddingDrift(per_case={"c0": 1.0}, drift=0.0, changed_ratio=0.0)
+
+    def said(ratio: float, embedding: EmbeddingDrift | None) -> tuple[str, str]:
+        found = diagnose(
+            {}, outcome="ok", misread=False, evidence=IndexEvidence(), embedding=embedding,
+            embedding_threshold=0.01, score_drifted_ratio=ratio,
+        )  # fmt: skip
+        return found.cause, found.summary
+
+    cause, summary = said(0.8, still)
+    assert cause == "index_changed"
+    assert "80% of the (canary, id) pairs" in summary
+    assert said(0.5, still)[0] == "none"  # the alert's own line: over half
+    assert said(0.8, None)[0] == "unknown"  # without query vectors either side may have moved

@@ -53,6 +53,9 @@ Cause = Literal[
 # How far an exact score may sit past the k-th returned one and still count as a tie: the
 # database computes in float32, the exact score may come from stored vectors in float64.
 TIE = 1e-5
+# Over this share of (canary, id) pairs whose score moved beyond score_drift, the scores
+# drifted: the same share RagCanaryScoreDrift fires on (deploy/prometheus/alerts.yml).
+SCORES_DRIFTED = 0.5
 # Every cause, in the order that breaks a tie between them.
 CAUSES: tuple[Cause, ...] = get_args(Cause)
 CAUSE_OF: Mapping[Why, Cause] = {
@@ -222,9 +225,12 @@ def diagnose(
     embedding: EmbeddingDrift | None,
     embedding_threshold: float,
     baseline: bool = True,
+    score_drifted_ratio: float | None = None,
 ) -> Diagnosis:
     """The run's cause from what its verdict said and what the evidence established;
-    ``baseline``: whether the run had a baseline run to lose ids against."""
+    ``baseline``: whether the run had a baseline run to lose ids against;
+    ``score_drifted_ratio``: the share of (canary, id) pairs in both runs whose score moved
+    beyond ``score_drift`` (over ``SCORES_DRIFTED``, a drift threshold crossed)."""
     looked, compared = evidence.gone is not None, embedding is not None
     exact = evidence.exact is not None
 
@@ -238,7 +244,8 @@ def diagnose(
         return said("outage", "too few canaries were answered: an outage, not a quality change")
     causes = _causes(lost, evidence, embedding)
     drifted = embedding is not None and embedding.drift > embedding_threshold
-    if outcome == "ok" and not drifted:
+    rescored = score_drifted_ratio is not None and score_drifted_ratio > SCORES_DRIFTED
+    if outcome == "ok" and not drifted and not rescored:
         return said("none", "no regression and no drift", causes)
     known = [c for c in causes if c.cause != "unknown"]
     if known:
@@ -247,6 +254,14 @@ def diagnose(
     if embedding is not None and drifted:
         return said(
             "query_embedding", f"the query vectors moved: embedding drift {embedding.drift:.4f}"
+        )
+    if rescored and embedding is not None:  # the queries stayed: the documents' scores moved
+        share = f"{score_drifted_ratio:.0%}"
+        return said(
+            "index_changed",
+            f"the scores of {share} of the (canary, id) pairs moved beyond score_drift while "
+            "the query vectors did not: the documents were re-chunked or re-embedded",
+            causes,
         )
     done = {"index_lookup": looked, "query_vectors": compared, "exact_search": exact}
     unchecked = [name for name, checked in done.items() if not checked]

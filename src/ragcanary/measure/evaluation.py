@@ -102,6 +102,7 @@ def _diagnosed(
         embedding=evaluation.embedding,
         embedding_threshold=settings.embedding_drift,
         baseline=baseline is not None,
+        score_drifted_ratio=evaluation.drift.score_drifted_ratio if evaluation.drift else None,
     )
     return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis)
 
