@@ -5,6 +5,11 @@ all-MiniLM-L6-v2, and tests/model_embedding_server.py serves the same model as a
 OpenAI-compatible /v1/embeddings endpoint. ragcanary talks to both directly: the chroma preset
 by collection name, the query embedded by the endpoint. Both servers run from the server
 virtualenv that `make test` builds (.venv-chroma: chromadb, CPU PyTorch, the model package).
+
+The diagnosis is checked here on real vectors, each at the first run after the change: another
+model behind the endpoint (`query_embedding`), the index rebuilt in another order (`none`),
+re-chunked (`index_changed`), a starved HNSW graph (`ann_miss`), two judged documents deleted
+(`index_lost`) and half the chunks under upper-cased ids (`ids_changed`).
 """
 
 from __future__ import annotations
@@ -292,3 +297,138 @@ def test_swapping_the_model_behind_the_endpoint_moves_embedding_drift(
         servers.pooling("mean")
     assert swapped["baseline"]["embedding_drift"] > 0.05
     assert all(c["embedding_cosine"] < 0.999 for c in swapped["cases"])
+    assert swapped["diagnosis"]["cause"] == "query_embedding", swapped["diagnosis"]
+
+
+# The diagnosis on real vectors (docs/report.md, "diagnosis") ------------------------------------
+
+NOISE = 500  # other documents of the corpus, for a starved HNSW graph to get lost among
+
+
+def _chunks(
+    servers: Servers, pieces: int, docs: Sequence[str]
+) -> list[tuple[str, str, list[float]]]:
+    """(chunk id, document id, vector) of ``docs`` cut into ``pieces`` chunks each (by
+    characters of the same first 1,000), embedded by the model."""
+    corpus = {doc.id: doc for doc in load_corpus()}
+    rows = []
+    for doc in docs:
+        text = corpus[doc].text[:1000]
+        size = -(-len(text) // pieces)
+        for n in range(pieces):
+            if text[n * size : (n + 1) * size].strip():
+                rows.append((f"{doc}#{pieces}-{n}", doc, text[n * size : (n + 1) * size]))
+    vectors = servers.embed([text for _, _, text in rows])
+    return [(chunk, doc, vector) for (chunk, doc, _), vector in zip(rows, vectors, strict=True)]
+
+
+def _chunked(
+    servers: Servers, name: str, rows: Sequence[tuple[str, str, list[float]]], **hnsw: Any
+) -> None:
+    """Collection ``name`` (replaced if it exists) of ``rows``, the document id in each
+    chunk's metadata, built with the ``hnsw:`` settings given."""
+    base = f"{servers.chroma}{API}"
+    httpx.delete(f"{base}/{name}")
+    metadata = {"hnsw:space": "cosine", **{f"hnsw:{k}": v for k, v in hnsw.items()}}
+    created = httpx.post(base, json={"name": name, "metadata": metadata}).raise_for_status()
+    collection = created.json()["id"]
+    for start in range(0, len(rows), 500):
+        batch = rows[start : start + 500]
+        httpx.post(
+            f"{base}/{collection}/add",
+            json={
+                "ids": [chunk for chunk, _, _ in batch],
+                "embeddings": [vector for _, _, vector in batch],
+                "metadatas": [{"doc_id": doc} for _, doc, _ in batch],
+            },
+            timeout=60,
+        ).raise_for_status()
+
+
+def _by_doc_id(config: Path) -> Path:
+    """``config`` with the chroma target reading the document id from each chunk's metadata."""
+    loaded = yaml.safe_load(config.read_text())
+    loaded["targets"]["kb"]["id"] = "metadata.doc_id"
+    config.write_text(yaml.safe_dump(loaded), encoding="utf-8")
+    return config
+
+
+def _diagnosed(config: Path, tmp_path: Path, name: str) -> tuple[Any, dict[str, Any]]:
+    return _run(config, tmp_path / f"{name}.json", "--baseline", str(tmp_path / "healthy.json"))
+
+
+def _lost(report: dict[str, Any]) -> dict[str, int]:
+    """How many lost ids got each ``why``."""
+    whys = [item["why"] for case in report["cases"] for item in case["vs_baseline"]["lost"]]
+    return {why: whys.count(why) for why in sorted(set(whys))}
+
+
+def test_a_re_chunked_index_is_named_changed_and_a_rebuilt_one_none(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """The same documents rebuilt in another order stay ``none``; cut into three chunks each,
+    re-embedded, they name ``index_changed``: held, the query vectors unchanged, their own
+    scores moved."""
+    whole = _chunks(servers, 1, DOC_IDS)
+    _chunked(servers, "rechunk", whole)
+    config = _by_doc_id(_config(tmp_path, servers.chroma, servers.embedder, "rechunk"))
+    result, healthy = _run(config, tmp_path / "healthy.json")
+    assert result.exit_code == 0, result.output
+
+    _chunked(servers, "rechunk", list(reversed(whole)))
+    result, rebuilt = _diagnosed(config, tmp_path, "rebuilt")
+    assert result.exit_code == 0, result.output
+    assert rebuilt["diagnosis"]["cause"] == "none", rebuilt["diagnosis"]
+    assert [c["ids"] for c in rebuilt["cases"]] == [c["ids"] for c in healthy["cases"]]
+
+    _chunked(servers, "rechunk", _chunks(servers, 3, DOC_IDS))
+    result, rechunked = _diagnosed(config, tmp_path, "rechunked")
+    assert rechunked["diagnosis"]["cause"] == "index_changed", (
+        rechunked["diagnosis"],
+        _lost(rechunked),
+    )
+    assert rechunked["diagnosis"]["checked"]["exact_search"] is True
+    assert "cause index_changed: " in result.output
+
+
+def test_a_starved_hnsw_graph_is_named_ann_miss(servers: Servers, tmp_path: Path) -> None:
+    """The judged documents among NOISE others, rebuilt with ``hnsw:M`` 2 and an ``ef`` of 2."""
+    corpus = [doc.id for doc in load_corpus() if doc.id not in set(DOC_IDS)]
+    rows = _chunks(servers, 1, [*DOC_IDS, *corpus[:NOISE]])
+    _chunked(servers, "starved", rows)
+    config = _by_doc_id(_config(tmp_path, servers.chroma, servers.embedder, "starved"))
+    result, _ = _run(config, tmp_path / "healthy.json")
+    assert result.exit_code == 0, result.output
+
+    _chunked(servers, "starved", rows, M=2, construction_ef=2, search_ef=2)
+    result, starved = _diagnosed(config, tmp_path, "starved")
+    assert result.exit_code == 1, result.output
+    assert starved["diagnosis"]["cause"] == "ann_miss", (starved["diagnosis"], _lost(starved))
+    assert "cause ann_miss: " in result.output
+
+
+def test_deleted_and_re_cased_documents_are_named_for_what_happened(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """Two judged documents deleted: ``index_lost``, exit 1. Half the documents' chunks put back
+    under upper-cased ids: ``ids_changed``."""
+    rows = _chunks(servers, 2, DOC_IDS)
+    _chunked(servers, "renamed", rows)
+    config = _by_doc_id(_config(tmp_path, servers.chroma, servers.embedder, "renamed"))
+    result, healthy = _run(config, tmp_path / "healthy.json")
+    assert result.exit_code == 0, result.output
+
+    top = [c["ids"][0] for c in healthy["cases"] if c["ids"] and c["ids"][0] in QRELS[c["id"]]]
+    gone = list(dict.fromkeys(top))[:2]
+    _chunked(servers, "renamed", [row for row in rows if row[1] not in gone])
+    result, deleted = _diagnosed(config, tmp_path, "deleted")
+    assert result.exit_code == 1, result.output
+    assert deleted["diagnosis"]["cause"] == "index_lost", deleted["diagnosis"]
+    assert set(deleted["diagnosis"]["causes"][0]["ids"]) == set(gone)
+
+    recased = [(c, d.upper() if c.endswith("-1") else d, v) for c, d, v in rows]
+    _chunked(servers, "renamed", recased)
+    result, renamed = _diagnosed(config, tmp_path, "recased")
+    assert result.exit_code == 1, result.output
+    assert renamed["diagnosis"]["cause"] == "ids_changed", renamed["diagnosis"]
+    assert set(_lost(renamed)) == {"id_renamed"}, _lost(renamed)
