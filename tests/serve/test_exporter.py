@@ -22,7 +22,13 @@ from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.report_json import unmarshal
 from ragcanary.measure.results import OUTCOMES
-from ragcanary.measure.run_report import RunReport, StaleLabelEntry, build_report
+from ragcanary.measure.run_report import (
+    ABSENT,
+    Absent,
+    RunReport,
+    StaleLabelEntry,
+    build_report,
+)
 from ragcanary.measure.scoring import score_run
 from ragcanary.measure.verdict import Policy, judge
 from ragcanary.serve.metrics.exporter import Exporter, SuitePairs, per_case_admission
@@ -55,6 +61,7 @@ CONTRACT_METRICS = (
     "ragcanary_embedding_drift",
     "ragcanary_embedding_changed_ratio",
     "ragcanary_stale_labels",
+    "ragcanary_result_count_short",
     "ragcanary_candidates_pending",
     "ragcanary_candidates_received_total",
     "ragcanary_candidates_dropped_total",
@@ -366,6 +373,26 @@ def test_stale_labels_are_counted_once_enough_runs_tell(exporter: Exporter) -> N
     assert value(exporter, "ragcanary_stale_labels") == 2.0  # an outage says nothing of labels
 
 
+def _short(report: RunReport, short: int | Absent) -> RunReport:
+    """``report`` with ``counts.short`` set (ABSENT: a report older than the count)."""
+    return replace(report, counts=replace(report.counts, short=short))
+
+
+def test_the_short_count_is_the_newest_answered_run_s(exporter: Exporter) -> None:
+    """``ragcanary_result_count_short`` follows ``counts.short`` of each answered run; an
+    outage keeps it, and a report older than the count removes it rather than show a 0."""
+    exporter.observe_run(_short(make_report("regression"), 3))
+    assert value(exporter, "ragcanary_result_count_short") == 3.0
+    exporter.observe_run(_short(make_report("unavailable", coverage=0.0, cases=[]), 0))
+    assert value(exporter, "ragcanary_result_count_short") == 3.0  # an outage says nothing
+    exporter.observe_run(_short(make_report("ok"), 0))
+    assert value(exporter, "ragcanary_result_count_short") == 0.0
+    exporter.observe_run(_short(make_report("ok"), ABSENT))
+    assert value(exporter, "ragcanary_result_count_short") is None
+    text = generate_latest(exporter.registry).decode()
+    assert "# TYPE ragcanary_result_count_short gauge" in text
+
+
 def test_a_null_metric_in_an_answered_run_removes_its_stale_value(exporter: Exporter) -> None:
     exporter.observe_run(make_report())
     report = make_report()
@@ -532,7 +559,7 @@ def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
 def _exposition_after_one_run() -> str:
     exporter = Exporter(CollectorRegistry())
     exporter.load(pairs(per_case=True))
-    report = make_report("regression")
+    report = _short(make_report("regression"), 1)
     exporter.observe_run(
         replace(report, stale_labels=(StaleLabelEntry("c2", "d-gone", "missing"),))
     )

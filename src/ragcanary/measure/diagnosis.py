@@ -19,7 +19,10 @@ evidence establishes is kept, in this order (docs/report.md, "diagnosis"):
 
 The run's cause is the one that accounts for the most lost ids (ties: the order of
 ``CAUSES``), unless the run is unavailable (``outage``, or ``config`` when the answers did not
-fit the config) or passed without crossing a drift threshold (``none``).
+fit the config) or passed without crossing a drift threshold (``none``). A run that no lost id
+explains is named for its drifted query vectors (``query_embedding``), else for canaries that
+came back with fewer results than in the baseline run (``short_results``: a filter or a
+shrinking index, seen without labels), else ``unknown``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from datetime import datetime
 from typing import Literal, get_args
 
 from ragcanary.measure.results import Answer, RunResult, ScoreOrder
+from ragcanary.measure.short_results import ShortResults
 from ragcanary.measure.vectors import CHANGED_BELOW, EmbeddingDrift
 
 Why = Literal[
@@ -226,11 +230,14 @@ def diagnose(
     embedding_threshold: float,
     baseline: bool = True,
     score_drifted_ratio: float | None = None,
+    short: ShortResults | None = None,
 ) -> Diagnosis:
     """The run's cause from what its verdict said and what the evidence established;
     ``baseline``: whether the run had a baseline run to lose ids against;
     ``score_drifted_ratio``: the share of (canary, id) pairs in both runs whose score moved
-    beyond ``score_drift`` (over ``SCORES_DRIFTED``, a drift threshold crossed)."""
+    beyond ``score_drift`` (over ``SCORES_DRIFTED``, a drift threshold crossed); ``short``: its
+    canaries answered with fewer results than asked for (a cause only against a baseline that
+    answered them with more, and only when no lost id names another)."""
     looked, compared = evidence.gone is not None, embedding is not None
     exact = evidence.exact is not None
 
@@ -243,17 +250,23 @@ def diagnose(
             return said("config", "the target answered, but the config's paths fit none of it")
         return said("outage", "too few canaries were answered: an outage, not a quality change")
     causes = _causes(lost, evidence, embedding)
+    shrank = _shrank(short)
+    # Every cause found, in the order of CAUSES: shorter answers are listed even when they
+    # do not lead, so on-call sees them beside the lost ids.
+    found = causes if shrank is None else _in_order((*causes, shrank))
     drifted = embedding is not None and embedding.drift > embedding_threshold
     rescored = score_drifted_ratio is not None and score_drifted_ratio > SCORES_DRIFTED
     if outcome == "ok" and not drifted and not rescored:
-        return said("none", "no regression and no drift", causes)
+        return said("none", "no regression and no drift", found)
     known = [c for c in causes if c.cause != "unknown"]
     if known:
         leading = max(known, key=lambda c: (len(c.ids), -CAUSES.index(c.cause)))
-        return said(leading.cause, _summary(leading), causes)
+        return said(leading.cause, _summary(leading), found)
     if embedding is not None and drifted:
         return said(
-            "query_embedding", f"the query vectors moved: embedding drift {embedding.drift:.4f}"
+            "query_embedding",
+            f"the query vectors moved: embedding drift {embedding.drift:.4f}",
+            found,
         )
     if rescored and embedding is not None:  # the queries stayed: the documents' scores moved
         share = f"{score_drifted_ratio:.0%}"
@@ -261,13 +274,37 @@ def diagnose(
             "index_changed",
             f"the scores of {share} of the (canary, id) pairs moved beyond score_drift while "
             "the query vectors did not: the documents were re-chunked or re-embedded",
-            causes,
+            found,
         )
+    if shrank is not None and short is not None:
+        return said("short_results", _short_summary(shrank, short.depth), found)
     done = {"index_lookup": looked, "query_vectors": compared, "exact_search": exact}
     unchecked = [name for name, checked in done.items() if not checked]
     without = "" if baseline else " (no baseline run: nothing to compare the run with)"
     missing = "; not checked: " + ", ".join(unchecked) if unchecked else ""
-    return said("unknown", f"no layer could be named from the evidence{without}{missing}", causes)
+    return said("unknown", f"no layer could be named from the evidence{without}{missing}", found)
+
+
+def _shrank(short: ShortResults | None) -> CauseEvidence | None:
+    """``short_results``, when some canaries came back with fewer results than asked for and
+    than the baseline run returned for them."""
+    if short is None or not short.shorter:
+        return None
+    evidence = (
+        f"answered with fewer than {short.depth} results, and fewer than in the baseline run "
+        f"({len(short.cases)} short in this run): a metadata filter or a shrinking index"
+    )
+    return CauseEvidence("short_results", short.shorter, (), evidence)
+
+
+def _in_order(causes: Sequence[CauseEvidence]) -> tuple[CauseEvidence, ...]:
+    return tuple(sorted(causes, key=lambda c: CAUSES.index(c.cause)))
+
+
+def _short_summary(cause: CauseEvidence, depth: int) -> str:
+    n = len(cause.cases)
+    canaries = f"{n} canar{'ies' if n != 1 else 'y'}"
+    return f"{canaries} answered with fewer than {depth} results: {_listed(cause.cases)}"
 
 
 def _causes(
@@ -314,10 +351,13 @@ def _evidence(cause: Cause, evidence: IndexEvidence, embedding: EmbeddingDrift |
     return "not established: neither a look-up, a renamed id, a moved query nor an exact score"
 
 
+def _listed(names: Sequence[str]) -> str:
+    """The first five of ``names``, and how many more."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def _summary(cause: CauseEvidence) -> str:
-    ids = ", ".join(cause.ids[:5]) + (
-        f" and {len(cause.ids) - 5} more" if len(cause.ids) > 5 else ""
-    )
+    ids = _listed(cause.ids)
     n = len(cause.ids)
     documents = f"{n} judged document{'s' if n != 1 else ''}"
     if cause.cause == "index_lost":

@@ -18,6 +18,7 @@ from ragcanary.measure.misread import Misread, misread
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import RunScores, score_run
 from ragcanary.measure.settings import Settings
+from ragcanary.measure.short_results import ShortResults, short_results
 from ragcanary.measure.vectors import EmbeddingDrift, compare_vectors
 from ragcanary.measure.verdict import Failure, Verdict, judge
 
@@ -38,6 +39,8 @@ class Evaluation:
     # Per canary, the judged relevant ids that left its top-k and why; and the run's cause.
     lost: Mapping[str, tuple[LostId, ...]] = field(default_factory=dict)
     diagnosis: Diagnosis | None = None
+    # The canaries answered with fewer than ``depth`` results (None: not counted).
+    short: ShortResults | None = None
 
 
 def evaluate(
@@ -62,7 +65,8 @@ def evaluate(
 
     4. Diagnose: why each judged relevant id left its canary's top-k, from ``evidence`` (what
        the index said of them in this run) and the query vectors; a judged relevant id the
-       index no longer holds fails its canary and the run (``policy.lost_documents``).
+       index no longer holds fails its canary and the run (``policy.lost_documents``);
+       canaries answered with fewer than ``depth`` results, and shorter than in the baseline.
     """
     evidence = evidence or IndexEvidence()
     ks, depth, gain, policy = settings.ks, settings.depth, settings.gain, settings.policy
@@ -88,9 +92,11 @@ def _diagnosed(
     evidence: IndexEvidence,
     baseline: RunResult | None = None,
 ) -> Evaluation:
-    """``evaluation`` with each lost id's reason, the lost documents' failures and its cause."""
+    """``evaluation`` with each lost id's reason, the lost documents' failures, the short
+    answers and its cause."""
     ranking = Ranking(settings.score_order, settings.depth, settings.score_drift)
     lost = lost_ids(evaluation.run, baseline, evidence, evaluation.embedding, ranking)
+    short = short_results(evaluation.run, baseline, settings.depth)
     verdict = evaluation.verdict
     if verdict.outcome != "unavailable":
         verdict = _judge_lost(verdict, lost, evidence, settings.policy.lost_documents)
@@ -103,8 +109,9 @@ def _diagnosed(
         embedding_threshold=settings.embedding_drift,
         baseline=baseline is not None,
         score_drifted_ratio=evaluation.drift.score_drifted_ratio if evaluation.drift else None,
+        short=short,
     )
-    return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis)
+    return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis, short=short)
 
 
 def _judge_lost(

@@ -91,14 +91,7 @@ def marshal(report: RunReport) -> JSON:
             }
             for r in report.regressions
         ],
-        "counts": {
-            "cases": report.counts.cases,
-            "answered": report.counts.answered,
-            "labelled": report.counts.labelled,
-            "negative": report.counts.negative,
-            "label_free": report.counts.label_free,
-            "outcomes": dict(report.counts.outcomes),
-        },
+        "counts": _write_counts(report.counts),
     }
     # The daemon's keys, before the cases: where a stored report has always had them.
     if report.claim is not None:
@@ -151,6 +144,20 @@ def marshal_case(entry: CaseEntry) -> JSON:
         data["embedding_cosine"] = _finite(entry.embedding_cosine)
     if entry.query_vector is not None:  # last: the one long value of the entry
         data["query_vector"] = entry.query_vector
+    return data
+
+
+def _write_counts(counts: Counts) -> JSON:
+    data: JSON = {
+        "cases": counts.cases,
+        "answered": counts.answered,
+        "labelled": counts.labelled,
+        "negative": counts.negative,
+        "label_free": counts.label_free,
+        "outcomes": dict(counts.outcomes),
+    }
+    if not isinstance(counts.short, Absent):  # left out of reports older than the count
+        data["short"] = counts.short
     return data
 
 
@@ -372,6 +379,7 @@ def _regression(data: Mapping[str, Any]) -> Regression:
 def _counts(data: Any) -> Counts:
     counts = _mapping(data)
     outcomes = _mapping(counts.get("outcomes"))
+    short = _count(counts.get("short"))
     return Counts(
         cases=_count(counts.get("cases")) or 0,
         answered=_count(counts.get("answered")) or 0,
@@ -379,6 +387,7 @@ def _counts(data: Any) -> Counts:
         negative=_count(counts.get("negative")) or 0,
         label_free=_count(counts.get("label_free")) or 0,
         outcomes={str(o): n for o, value in outcomes.items() if (n := _count(value)) is not None},
+        short=ABSENT if short is None else short,  # a wrong type reads as missing
     )
 
 

@@ -76,6 +76,8 @@ class Counts:
     negative: int
     label_free: int
     outcomes: Mapping[str, int]  # every query outcome, 0 included
+    # Answered cases with fewer results than the suite's depth (ABSENT: a report older than it).
+    short: int | Absent = ABSENT
 
 
 @dataclass(frozen=True)
@@ -269,6 +271,7 @@ def build_report(evaluation: Evaluation) -> RunReport:
             negative=kinds["negative"],
             label_free=kinds["label_free"],
             outcomes={o: outcomes[o] for o in OUTCOMES},
+            short=len(evaluation.short.cases) if evaluation.short is not None else ABSENT,
         ),
         cases=tuple(_case_entry(r, evaluation) for r in run.results),
         diagnosis=evaluation.diagnosis,

@@ -14,7 +14,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
 from ragcanary.measure.results import OUTCOMES
-from ragcanary.measure.run_report import CaseEntry, RunReport
+from ragcanary.measure.run_report import Absent, CaseEntry, RunReport
 from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
 from ragcanary.serve.metrics.families import (
     CANDIDATE_SIGNALS,
@@ -289,6 +289,8 @@ class Exporter:
         yield (self._f.leaks, ()), float(len(leaks))
         yield (self._f.regression, ()), 1.0 if report.outcome == "regression" else 0.0
         yield (self._f.lost_documents, ()), _lost_documents(report)
+        short = report.counts.short
+        yield (self._f.short, ()), None if isinstance(short, Absent) else float(short)
         if isinstance(report.stale_labels, tuple):  # None: not enough runs yet to tell
             yield (self._f.stale_labels, ()), float(len(report.stale_labels))
         baseline = report.baseline

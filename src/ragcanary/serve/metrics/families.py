@@ -119,6 +119,11 @@ class PairFamilies:
             "Judged relevant ids of the last answered run that left their canary's top-k and"
             " that the index, asked in that run, no longer holds.",
         )
+        self.short = self._gauge(
+            "result_count_short",
+            "Canaries of the last answered run answered with fewer results than the suite's"
+            " depth (a filter or a shrinking index).",
+        )
         self.diagnosis = self._gauge(
             "diagnosis",
             "1 for the cause the last run names (its report's diagnosis.cause: none, outage,"
@@ -144,6 +149,7 @@ class PairFamilies:
                 self.regression,
                 self.stale_labels,
                 self.lost_documents,
+                self.short,
             }
         )
 
