@@ -245,6 +245,19 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         ' a `"{vector}"` value in `body` or `params` becomes the query\'s vector.',
         "minilm",
     ),
+    "TargetConfig.lookup": (
+        "The generic `http` target only (presets look ids up through their own API): a URL"
+        " that answers 200 when the index holds the document `{id}` and 404 when it does not;"
+        " the id is percent-encoded into it, `/` included. A path is resolved against `url` as"
+        " a browser resolves a link (`/docs/{id}` on its host, `docs/{id}` beside it); a full"
+        " http(s) URL is used as written. Sent as a GET with the target's headers, retried like"
+        " a query, one id at a time within `rate_limit`: in a run for the judged ids that left"
+        " their canary's top-k, in `validate --live` and the daemon's stale-label check for"
+        " every relevant id (more than 1000 at once are not asked). Any other answer makes the"
+        " whole lookup \"cannot tell\". It lets the diagnosis name `index_lost` and the stale"
+        " labels `missing`.",
+        '"/docs/{id}"',
+    ),
     "TargetConfig.score_order": (
         "`desc` when the score is a similarity (higher is better), `asc` when it is a distance"
         " (lower is better). The ranking is always the order returned; this says which side of"

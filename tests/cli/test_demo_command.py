@@ -114,6 +114,9 @@ def test_drift_appears_in_metrics_and_diff_after_switching_the_retriever(
     assert result.exit_code == 0, result.output
     assert "left the top-k" in result.output
     assert "hit_rate@5" in result.output
+    # The demo config's lookup: asks the retriever's GET /docs/{id}: the cause is named.
+    assert "cause index_lost: " in result.output
+    assert "judged documents left the index: " in result.output
 
 
 @pytest.mark.e2e  # the demo serves its retriever on 127.0.0.1 and probes it

@@ -265,6 +265,50 @@ async def test_mode_can_be_switched_while_running(index: Index) -> None:
         assert (await client.post("/search", json={"q": JSON_QUERY})).status_code == 200
 
 
+# --- the lookup endpoint ------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_get_doc_answers_200_with_a_held_document_and_404_otherwise(
+    index: Index, corpus: list[Doc]
+) -> None:
+    """GET /docs/{id}: the document for an id the index holds, 404 for one it never held."""
+    held = next(d for d in corpus if d.id == "json.dumps")
+    async with _client(index) as client:
+        found = await client.get("/docs/json.dumps")
+        unknown = await client.get("/docs/json.no_such_function")
+        slashed = await client.get("/docs/json%2Fdumps")
+    assert found.status_code == 200
+    assert found.json() == {"id": held.id, "title": held.title, "text": held.text}
+    assert unknown.status_code == 404
+    assert "json.no_such_function" in unknown.json()["detail"]
+    assert slashed.status_code == 404
+
+
+@pytest.mark.anyio
+async def test_get_doc_follows_drop_docs_as_search_does(index: Index, corpus: list[Doc]) -> None:
+    """In drop-docs a dropped document is 404 and a kept one 200, exactly the ones search
+    no longer and still returns; back in normal mode every document is held again."""
+    dropped = next(d.id for d in corpus if is_dropped(d.id, 0.4))
+    kept = next(d.id for d in corpus if not is_dropped(d.id, 0.4))
+    async with _client(index) as client:
+        assert (await client.get(f"/docs/{dropped}")).status_code == 200
+        await client.post("/mode", json={"mode": "drop-docs", "fraction": 0.4})
+        assert (await client.get(f"/docs/{dropped}")).status_code == 404
+        assert (await client.get(f"/docs/{kept}")).status_code == 200
+        await client.post("/mode", json={"mode": "shift-scores"})
+        assert (await client.get(f"/docs/{dropped}")).status_code == 200
+    assert index.get(dropped, drop_fraction=0.4) is None
+    assert index.get(kept, drop_fraction=0.4) is not None
+
+
+@pytest.mark.anyio
+async def test_get_doc_is_down_with_the_searches(index: Index) -> None:
+    """In mode down the lookup fails like the searches: 503, so nothing is said gone."""
+    async with _client(index, "down") as client:
+        assert (await client.get("/docs/json.dumps")).status_code == 503
+
+
 # --- background server -------------------------------------------------------------------
 
 

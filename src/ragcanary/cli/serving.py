@@ -84,6 +84,8 @@ targets:
     results: hits
     id: id
     score: score
+    # 200 when the index holds the document, 404 when not: names the ids that left the index.
+    lookup: "/docs/{{id}}"
     timeout: 5s
     concurrency: 8
 suites:

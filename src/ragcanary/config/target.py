@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ragcanary.config.credentials import check_one_credential
 from ragcanary.config.fields import PerSecond, Seconds, Strict
+from ragcanary.config.lookup import check_lookup
 from ragcanary.config.presets import PRESET_CHECKS, check_chroma_url, check_own_fields
 from ragcanary.config.problems import fix_error as _fix
 
@@ -109,6 +110,9 @@ class TargetConfig(Strict):
     # The name of an endpoint under embeddings: each canary query is embedded there first, and
     # "{vector}" in body or params is filled with its vector.
     embedding: str | None = None
+    # The generic target: a URL template (absolute, or relative to url) that answers 200 when
+    # the index holds the document {id} and 404 when it does not (config/lookup.py).
+    lookup: str | None = None
     # Presets: the collection (an index for Elasticsearch and OpenSearch) by name, Chroma's
     # tenant and database, and the search engines' vector field (kNN) or text field (BM25).
     collection: str | None = None
@@ -184,6 +188,7 @@ class TargetConfig(Strict):
         check_one_credential(self.url, self.headers)
         if self.preset != "pgvector" and "url" not in self.model_fields_set:
             raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
+        check_lookup(self)
         if self.preset == "chroma":
             check_chroma_url(self)
         if self.preset == "http":

@@ -1,4 +1,9 @@
-"""The demo retriever: BM25 over the demo corpus, served over HTTP, with incident modes."""
+"""The demo retriever: BM25 over the demo corpus, served over HTTP, with incident modes.
+
+``POST /search`` answers a query; ``GET /docs/{id}`` answers 200 with a document the index
+holds and 404 with one it does not (in mode ``drop-docs``, the dropped shards'), which the
+demo config's ``lookup:`` asks so that a run names the documents that left the index.
+"""
 
 from __future__ import annotations
 
@@ -94,6 +99,7 @@ class Index:
         self._bm25 = bm25s.BM25()
         self._bm25.index([tokenize(f"{d.title}\n{d.text}") for d in self.docs], show_progress=False)
         self._share = np.array([drop_share(d.id) for d in self.docs])
+        self._by_id = {d.id: d for d in self.docs}
         # Ties in score are broken by id, so rank every document by id once.
         order = sorted(range(len(self.docs)), key=lambda i: self.docs[i].id)
         self._id_rank = np.empty(len(self.docs), dtype=np.int64)
@@ -119,6 +125,14 @@ class Index:
             Hit(id=self.docs[i].id, score=float(scores[i]), title=self.docs[i].title)
             for i in ranked
         ]
+
+    def get(self, doc_id: str, drop_fraction: float = 0.0) -> Doc | None:
+        """The document ``doc_id`` if the index holds it; ``drop_fraction`` loses docs as
+        ``search`` does."""
+        doc = self._by_id.get(doc_id)
+        if doc is None or is_dropped(doc_id, drop_fraction):
+            return None
+        return doc
 
 
 def build_index(docs: Sequence[Doc] | None = None) -> Index:
@@ -171,6 +185,13 @@ def answer(index: Index, settings: ModeSettings, query: str, limit: int) -> list
     return hits
 
 
+def held(index: Index, settings: ModeSettings, doc_id: str) -> Doc | None:
+    """The document ``GET /docs/{id}`` returns in the given mode: ``drop-docs`` has lost it
+    from the index, as from every search; the other modes hold every document."""
+    fraction = settings.fraction if settings.mode == "drop-docs" else 0.0
+    return index.get(doc_id, drop_fraction=fraction)
+
+
 class SearchRequest(BaseModel):
     """The body of ``POST /search``."""
 
@@ -184,6 +205,14 @@ class HitOut(BaseModel):
     id: str
     score: float
     title: str
+
+
+class DocOut(BaseModel):
+    """The answer of ``GET /docs/{id}``: the document as the index holds it."""
+
+    id: str
+    title: str
+    text: str
 
 
 class SearchResponse(BaseModel):
@@ -217,6 +246,21 @@ def create_app(mode: Mode = "normal", index: Index | None = None) -> FastAPI:
         return SearchResponse(
             hits=[HitOut(id=h.id, score=h.score, title=h.title) for h in hits], mode=settings.mode
         )
+
+    # :path, so that an id with a percent-encoded / reaches the handler and is not found there.
+    @app.get("/docs/{doc_id:path}", response_model=DocOut)
+    def get_doc(doc_id: str) -> DocOut | JSONResponse:
+        settings = state.settings
+        if settings.mode == "down":
+            return JSONResponse(
+                {"detail": "retriever is down (demo incident mode 'down')"}, status_code=503
+            )
+        doc = held(idx, settings, doc_id)
+        if doc is None:
+            return JSONResponse(
+                {"detail": f"the index holds no document {doc_id!r}"}, status_code=404
+            )
+        return DocOut(id=doc.id, title=doc.title, text=doc.text)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -21,6 +21,7 @@ from jmespath.exceptions import JMESPathError
 
 from ragcanary import __version__
 from ragcanary.config.credentials import as_basic_auth, credential_secrets
+from ragcanary.config.lookup import resolve_lookup
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.measure.results import Answer, Outcome, PathField, PathMiss
@@ -45,6 +46,7 @@ from ragcanary.probe.retries import (
 )
 from ragcanary.probe.templates import compile_path, describe_request, fill_template, target_problems
 from ragcanary.probe.transport import Client, JsonPosts, close
+from ragcanary.probe.url_lookup import missing_by_url
 from ragcanary.redact import Redactor
 
 MAX_REDIRECTS = 5
@@ -99,7 +101,8 @@ class HttpTarget:
     paths), ``_setup`` reads its own settings, and
     ``_request`` (with ``_results``, the hit list of an answer) speaks its API;
     ``_error_message`` and ``AUTH_HINT`` make its refusals say what to fix; ``_missing``
-    looks relevant ids up in the index (stale labels).
+    looks relevant ids up in the index (stale labels), which the generic target does only
+    with a ``lookup:`` URL (``probe/url_lookup.py``).
     """
 
     SHAPE: ClassVar[Mapping[str, Any]] = {}
@@ -153,6 +156,10 @@ class HttpTarget:
         self._headers.update(config.headers)
         self._posts = JsonPosts(client, config.url, self._headers)
         self._redact = (redact or Redactor(())).including(secrets)
+        # The generic target's lookup URL, {id} in place; presets refuse lookup: (config/lookup.py).
+        self._lookup_template = (
+            None if config.lookup is None else resolve_lookup(config.url, config.lookup)
+        )
         # Method, URL and body of the last request sent, for `validate --live` to show.
         self.last_request: tuple[str, str, bytes | None] | None = None
         self._setup(given)
@@ -168,7 +175,8 @@ class HttpTarget:
         """The ids of ``ids`` the index no longer holds; None when this target cannot tell.
 
         Never raises: any failure is "cannot tell". A preset that can look ids up does so in
-        ``_missing``; the generic target cannot. The canary's request stays the one shown.
+        ``_missing``; the generic target only with ``lookup:``. The canary's request stays the
+        one shown.
         """
         sent = self.last_request
         try:
@@ -179,8 +187,20 @@ class HttpTarget:
             self.last_request = sent
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
-        """A preset's lookup of ``ids``; may raise ``QueryFailed``. None: cannot tell."""
-        return None
+        """A preset's lookup of ``ids``; may raise ``QueryFailed``. None: cannot tell.
+
+        The generic target GETs its ``lookup:`` URL per id, with its headers: 200 held, 404
+        gone, anything else cannot tell.
+        """
+        if self._lookup_template is None:
+            return None
+        return await missing_by_url(ids, self._lookup_template, self._lookup_status)
+
+    async def _lookup_status(self, url: str) -> int:
+        """The status of ``GET url`` (a 404 is an answer), retried like a query."""
+        request = self._client.build_request("GET", url, headers=self._headers)
+        status, _ = await self._ask_raw(request, accept=(404,))
+        return status
 
     async def scores(self, ids: Sequence[str], vector: Sequence[float]) -> dict[str, float] | None:
         """Each held id's exact score for ``vector``, as this target's search scores it (an id
@@ -215,18 +235,24 @@ class HttpTarget:
         Lookups go one at a time, never faster than ``rate_limit``; a status in ``accept`` is
         an answer (a 404 that says what is not there).
         """
+        status, body = await self._ask_raw(request, accept)
+        try:
+            return status, decode_json(body)
+        except ValueError as exc:
+            reason = f"response is not JSON: {not_json(exc, body, self._redact)}"
+            raise QueryFailed("bad_response", reason) from exc
+
+    async def _ask_raw(
+        self, request: httpx.Request, accept: Container[int] = ()
+    ) -> tuple[int, bytes]:
+        """``_ask`` without reading the body as JSON: the status and the bytes."""
 
         async def once() -> tuple[int, bytes]:
             if self._config.rate_limit:
                 await self._sleep(1.0 / self._config.rate_limit)
             return await self._respond(request, accept)
 
-        status, body = await self._retrying.call(once)
-        try:
-            return status, decode_json(body)
-        except ValueError as exc:
-            reason = f"response is not JSON: {not_json(exc, body, self._redact)}"
-            raise QueryFailed("bad_response", reason) from exc
+        return await self._retrying.call(once)
 
     def _shape(self, config: TargetConfig) -> Mapping[str, Any]:
         """What the preset's API fixes of ``config``; ``SHAPE`` unless it depends on it."""
