@@ -3,7 +3,8 @@
 A preset whose ``id:`` is the record's own key fetches the records by key (``held`` answers
 which of a batch exist). One whose ``id:`` is a field in the payload filters on that field:
 a document has many chunks, so each page of matches may hold only some of the ids, and the
-next page asks only for those not seen yet, until a page holds every match there is.
+next page asks only for those not seen yet, until a page holds every match there is. An exact
+search restricted to the ids pages the same way (``best_by_filter``): its hits come best first.
 """
 
 from __future__ import annotations
@@ -77,3 +78,36 @@ def scalar(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     return str(value)
+
+
+# One page of an exact search restricted to some ids: (id, score) of its hits, best first,
+# and whether the page held all of them.
+RankedPage = Callable[[list[str]], Awaitable[tuple[list[tuple[str, float]], bool]]]
+
+
+async def best_by_filter(ids: Sequence[str], page: RankedPage) -> dict[str, float]:
+    """Each held id's best score from an exact search restricted to ``ids``, asked in batches.
+
+    The hits come best first, so an id's first hit is its best chunk; a full page asks again
+    only for the ids it did not show (``held_by_filter``), whose chunks all rank among the
+    next search's. Ids the search does not find are left out.
+    """
+    best: dict[str, float] = {}
+
+    async def seen(batch: list[str]) -> tuple[set[str], bool]:
+        ranked, whole = await page(batch)
+        asked = set(batch)
+        for doc, score in ranked:
+            if doc in asked:
+                best.setdefault(doc, score)
+        return {doc for doc, _ in ranked}, whole
+
+    await missing_in_batches(ids, lambda batch: held_by_filter(batch, seen))
+    return best
+
+
+def score_of(value: object) -> float:
+    """A hit's score as a number; raises ``QueryFailed`` for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise QueryFailed("bad_response", "an exact search answered a score that is no number")
+    return float(value)

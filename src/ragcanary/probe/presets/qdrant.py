@@ -2,7 +2,9 @@
 
 The collection is read first: its vectors (named or not) say whether ``using:`` is right,
 and its distance which way scores point. Cosine and Dot scores are similarities; Euclid and
-Manhattan scores are distances, so such a target must say ``score_order: asc``.
+Manhattan scores are distances, so such a target must say ``score_order: asc``. For the
+diagnosis, the same query restricted to the lost ids with ``params: {exact: true}`` gives their
+exact scores.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from ragcanary.probe.presets.lookup import (
     BATCH,
     MAX_UINT64,
     PAGE,
+    best_by_filter,
     held_by_filter,
     integers,
     missing_in_batches,
     scalar,
+    score_of,
     uuids,
 )
 from ragcanary.probe.retries import QueryFailed
@@ -103,9 +107,7 @@ class QdrantTarget(CollectionTarget):
         await self._look_up_once()
         if self._payload is False:
             # A point id is an unsigned integer or a UUID; any other id cannot be one.
-            keys: list[int | str] = [i for i in integers(ids) if 0 <= i <= MAX_UINT64]
-            keys += uuids(ids)
-            return set(ids) - await self._held_points(keys)
+            return set(ids) - await self._held_points(list(_point_keys(ids).values()))
         assert isinstance(self._payload, list)  # [the payload field], False above
         field = self._payload[0]
 
@@ -126,6 +128,50 @@ class QdrantTarget(CollectionTarget):
 
         return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
 
+    async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
+        """The same query restricted to ``ids`` (``has_id``, or ``match any`` on the payload
+        field) with ``params: {exact: true}``: Qdrant scores every point that passes the
+        filter, by the collection's own distance; an id's first point is its best."""
+        if self._config.id != "id" and self._payload is False:
+            return None
+        await self._look_up_once()
+        if self._payload is False:
+            keys = _point_keys(ids)
+            asked = list(keys)
+
+            def only(batch: list[str]) -> dict[str, Any]:
+                return {"must": [{"has_id": [keys[i] for i in batch]}]}
+        else:
+            assert isinstance(self._payload, list)  # [the payload field], False above
+            field = self._payload[0]
+            asked = ids
+
+            def only(batch: list[str]) -> dict[str, Any]:
+                return _any_of(field, batch)
+
+        async def page(batch: list[str]) -> tuple[list[tuple[str, float]], bool]:
+            body: dict[str, Any] = {
+                "query": vector,
+                "filter": only(batch),
+                "params": {"exact": True},
+                "limit": PAGE,
+                "with_payload": self._payload,
+            }
+            if self._config.using is not None:
+                body["using"] = self._config.using
+            _, got = await self._ask(self._post(f"{self._url}/points/query", body))
+            points = self._results(got)
+            if not isinstance(points, list):
+                raise QueryFailed("bad_response", "qdrant's exact query answered without points")
+            ranked = []
+            for point in points:
+                doc = scalar(self._id(point))
+                if doc is not None:
+                    ranked.append((doc, score_of(point.get("score"))))
+            return ranked, len(points) < PAGE
+
+        return await best_by_filter(asked, page)
+
     async def _held_points(self, keys: list[int | str]) -> set[str]:
         """Which of the point ids ``keys`` the collection holds, as the search prints them."""
         held: set[str] = set()
@@ -137,6 +183,13 @@ class QdrantTarget(CollectionTarget):
                 raise QueryFailed("bad_response", "qdrant's retrieve answered without result")
             held |= {str(p["id"]) for p in points if isinstance(p, dict) and "id" in p}
         return held
+
+
+def _point_keys(ids: list[str]) -> dict[str, int | str]:
+    """The ids that can be point ids (an unsigned integer or a UUID), each as Qdrant takes it."""
+    keys: dict[str, int | str] = {str(i): i for i in integers(ids) if 0 <= i <= MAX_UINT64}
+    keys.update((i, i) for i in uuids(ids))
+    return keys
 
 
 def _any_of(field: str, ids: list[str]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Both answer ``hits.hits[]`` with ``_id`` and ``_score`` (higher is better, for kNN too:
 the engines turn distances into similarities). ``id:`` reads a hit, so ``_id`` (the default
-here) or ``_source.doc_id``; only that source field is asked for, never the documents.
+here) or ``_source.doc_id``; only that source field is asked for, never the documents. For
+the diagnosis, a ``script_score`` restricted to the lost ids recomputes their kNN ``_score``
+exactly (``knn_scores.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ import httpx
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
-from ragcanary.probe.presets.lookup import PAGE, held_by_filter, missing_in_batches, scalar
+from ragcanary.probe.presets.knn_scores import exact_score
+from ragcanary.probe.presets.lookup import (
+    PAGE,
+    best_by_filter,
+    held_by_filter,
+    missing_in_batches,
+    scalar,
+    score_of,
+)
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget
 
@@ -90,6 +100,61 @@ class SearchEngineTarget(HttpTarget):
 
         return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
 
+    async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
+        """A ``script_score`` over ``ids`` (an ``ids`` query, or ``terms`` on the keyword field
+        of ``_source.X``) whose script gives each document the kNN search's own ``_score``
+        (``knn_scores.py``); None for a BM25 search or a field whose kNN score is unknown."""
+        config = self._config
+        if config.embedding is None or config.vector_field is None:
+            return None  # a BM25 search: no vector to score by
+        if config.id == "_id":
+            asked = ids
+
+            def only(batch: list[str]) -> dict[str, Any]:
+                return {"ids": {"values": batch}}
+        elif self._source is False:
+            return None  # an id: read from elsewhere in the hit cannot be looked up
+        else:
+            assert isinstance(self._source, list)  # [the source field], False above
+            exact = await self._exact_field(self._source[0])
+            if exact is None:
+                return None
+            field, longest = exact
+            asked = [i for i in ids if longest is None or len(i) <= longest]
+
+            def only(batch: list[str]) -> dict[str, Any]:
+                return {"terms": {field: batch}}
+
+        spec = await self._field_mapping(config.vector_field)
+        scoring = exact_score(config.preset, spec, config.vector_field, vector)
+        if scoring is None:
+            return None
+        with_vector = {"exists": {"field": config.vector_field}}  # a chunk without one: no score
+
+        async def page(batch: list[str]) -> tuple[list[tuple[str, float]], bool]:
+            query = {"bool": {"filter": [only(batch), with_vector]}}
+            body = {
+                "size": PAGE,
+                "_source": self._source,
+                "track_total_hits": False,
+                "query": {"script_score": {"query": query, "script": scoring.script}},
+            }
+            _, got = await self._ask(self._build("POST", self._url, body))
+            shards = got.get("_shards") if isinstance(got, dict) else None
+            if isinstance(shards, dict) and shards.get("failed"):
+                raise QueryFailed("bad_response", "the exact search failed on some shards")
+            hits = self._results(got)
+            if not isinstance(hits, list):
+                raise QueryFailed("bad_response", "the exact search answered no hits.hits")
+            ranked = []
+            for hit in hits:
+                doc = scalar(self._id(hit))
+                if doc is not None:
+                    ranked.append((doc, scoring.as_knn(score_of(hit.get("_score")))))
+            return ranked, len(hits) < PAGE
+
+        return await best_by_filter(asked, page)
+
     async def _held_ids(self, batch: list[str]) -> set[str]:
         """Which of the ``_id``s ``batch`` the index holds; a document _mget could not read
         (a failed shard) makes the whole answer unusable."""
@@ -110,17 +175,28 @@ class SearchEngineTarget(HttpTarget):
     async def _exact_field(self, path: str) -> tuple[str, int | None] | None:
         """The field a ``terms`` query matches ``path``'s whole value on, in every index,
         and the longest value it indexes; None when there is none (a text field, say)."""
-        url = f"{self._index}/_mapping/field/{quote(path, safe='')}"
+        specs = await self._mappings(path)
+        found = {_keyword(path, spec) for spec in specs}
+        return found.pop() if specs and len(found) == 1 else None
+
+    async def _field_mapping(self, path: str) -> Any:
+        """The mapping of ``path``, defaults included, when every index behind the name maps
+        it alike (an alias may span several); else None."""
+        specs = await self._mappings(path, "?include_defaults=true")
+        return specs[0] if specs and all(spec == specs[0] for spec in specs) else None
+
+    async def _mappings(self, path: str, query: str = "") -> list[Any]:
+        """``path``'s mapping in each index behind the name; none when one does not map it."""
+        url = f"{self._index}/_mapping/field/{quote(path, safe='')}{query}"
         _, got = await self._ask(self._build("GET", url))
         leaf = path.rpartition(".")[2]
-        found = set()
+        specs = []
         for index in got.values() if isinstance(got, dict) else ():
             try:
-                spec = index["mappings"][path]["mapping"][leaf]
+                specs.append(index["mappings"][path]["mapping"][leaf])
             except (KeyError, TypeError):
-                return None  # not mapped in this index: its values cannot be searched
-            found.add(_keyword(path, spec))
-        return found.pop() if len(found) == 1 else None
+                return []  # not mapped in this index: its values cannot be searched
+        return specs
 
     def _body(self, query: str, k: int, vector: Sequence[float] | None) -> dict[str, Any]:
         config = self._config

@@ -6,7 +6,9 @@ vector goes as ``input.query(q)``; without, it is ``userQuery()`` with the canar
 (``id:namespace:doctype::docid``, the default here), ``id: fields.doc_id`` reads a summary
 field, and ``relevance`` is higher for better hits. Errors come as ``root.errors``: with an
 HTTP error status when nothing was found, and in a 200 beside the hits that were. Relevant
-ids are looked up one by one in ``/document/v1``, whose path Vespa's own id spells out.
+ids are looked up one by one in ``/document/v1``, whose path Vespa's own id spells out. For
+the diagnosis, the same nearestNeighbor with ``approximate: false``, restricted to the lost ids
+of a ``fields.X`` target, gives their exact relevance.
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ from urllib.parse import quote
 
 import httpx
 
+from ragcanary.config.presets import NAME
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer, Outcome
+from ragcanary.probe.presets.lookup import best_by_filter, scalar, score_of
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget
 
 # Vespa's error codes (com.yahoo.container.protect.Error) that retrying may cure: no
 # backends in service, backend communication error, timeout. Others are the query's fault.
 TRANSIENT_ERRORS: dict[int, Outcome] = {0: "http_5xx", 10: "http_5xx", 12: "timeout"}
+# Hits per exact search: Vespa's default maxHits, the most a query may ask for unconfigured.
+EXACT_HITS = 400
 
 
 class VespaTarget(HttpTarget):
@@ -102,6 +108,50 @@ class VespaTarget(HttpTarget):
                 missing.add(doc_id)
         return missing
 
+    async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
+        """The canary's nearestNeighbor with ``approximate: false``, restricted to ``ids`` by
+        ``X in (...)`` on the summary field ``fields.X`` (a string attribute), ranked by the
+        same rank profile: each id's first hit is its exact relevance. Vespa's own document id
+        cannot be filtered on in YQL: such a target cannot tell."""
+        config = self._config
+        field = config.id.removeprefix("fields.")
+        if config.embedding is None or config.vector_field is None:
+            return None  # a text search: no vector to score by
+        if field == config.id or not NAME.fullmatch(field):
+            return None
+        tensor = config.query_tensor
+        nearest = (
+            f"({{targetHits:{EXACT_HITS}, approximate:false}}"
+            f"nearestNeighbor({config.vector_field}, {tensor}))"
+        )
+
+        async def page(batch: list[str]) -> tuple[list[tuple[str, float]], bool]:
+            values = ", ".join(_yql_string(doc_id) for doc_id in batch)
+            body: dict[str, Any] = {
+                "yql": f"{self._from} {nearest} and {field} in ({values})",
+                f"input.query({tensor})": vector,
+                "hits": EXACT_HITS,
+            }
+            if config.rank_profile is not None:
+                body["ranking"] = config.rank_profile
+            request = self._client.build_request(
+                "POST", self._url, json=body, headers=self._headers
+            )
+            _, got = await self._ask(request)
+            hits = self._hits(got)
+            if not isinstance(hits, list):
+                raise QueryFailed("bad_response", "vespa's exact search answered no children")
+            ranked = []
+            for hit in hits:
+                doc = scalar(self._id(hit))
+                if doc is not None:
+                    ranked.append((doc, score_of(hit.get("relevance"))))
+            return ranked, len(hits) < EXACT_HITS
+
+        # An id with a control or separator character is not written into YQL: not asked.
+        asked = [doc_id for doc_id in ids if doc_id.isprintable()]
+        return await best_by_filter(asked, page)
+
     def _hits(self, document: Any) -> Any:
         """``root.children``, none when nothing matched; or the errors Vespa reported."""
         root = document.get("root") if isinstance(document, dict) else None
@@ -132,6 +182,11 @@ class VespaTarget(HttpTarget):
             )
         outcome = TRANSIENT_ERRORS.get(code) if isinstance(code, int) else None
         return outcome or "bad_response", text
+
+
+def _yql_string(text: str) -> str:
+    """A YQL string literal: quotes and backslashes escaped by a backslash."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _document_path(doc_id: str) -> str | None:

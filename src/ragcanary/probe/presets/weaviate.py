@@ -6,7 +6,9 @@ is read by ``_additional.distance`` (lower is closer), bm25 and hybrid by ``_add
 (higher is better; Weaviate sends it as a string). Class and property names are checked
 names (``config/presets.py``); the canary's text and vector are JSON literals, which GraphQL
 reads alike. Weaviate takes a vector only as a literal, never from a GraphQL variable.
-Query errors come back in a 200 answer, under ``errors``: they are failures here.
+Query errors come back in a 200 answer, under ``errors``: they are failures here. For the
+diagnosis, a nearVector target's lost ids are scored from their stored vectors by the class's
+distance (its schema, read once; ``vectors.py``).
 """
 
 from __future__ import annotations
@@ -18,16 +20,20 @@ from typing import Any, ClassVar
 
 import httpx
 
+from ragcanary.config.presets import NAME
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets.collection import one_of
 from ragcanary.probe.presets.lookup import (
+    BATCH,
+    MAX_PAGES,
     PAGE,
     held_by_filter,
     missing_in_batches,
     scalar,
     uuids,
 )
+from ragcanary.probe.presets.vectors import Metric, best_scores, cosine, dot, manhattan, squared_l2
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget
 
@@ -35,6 +41,13 @@ ADDITIONAL = "_additional { id distance score }"
 # A vector written into a query: more than eight numbers in a GraphQL list.
 _LONG_VECTOR = re.compile(r"\[((?:-?[0-9][0-9.eE+-]*, ){8,}-?[0-9][0-9.eE+-]*)\]")
 _Ranked = tuple[tuple[str, ...], tuple[float | None, ...]]  # ids and their scores
+# A class's distance as nearVector's _additional.distance reports it.
+DISTANCES = {
+    "cosine": Metric(lambda a, b: 1.0 - cosine(a, b), lower_is_better=True),
+    "dot": Metric(lambda a, b: -dot(a, b), lower_is_better=True),
+    "l2-squared": Metric(squared_l2, lower_is_better=True),
+    "manhattan": Metric(manhattan, lower_is_better=True),
+}
 
 
 class UnknownClass(QueryFailed):
@@ -68,6 +81,7 @@ class WeaviateTarget(HttpTarget):
         self._results = self._hits
         path = self._config.id
         self._fields = ADDITIONAL if path == "_additional.id" else f"{_select(path)} {ADDITIONAL}"
+        self._distance_name: str | None = None  # the class's, once its schema said it
 
     async def search(self, query: str, k: int, vector: Sequence[float] | None = None) -> Answer:
         """The class's top ``k`` by the configured operator."""
@@ -126,15 +140,67 @@ class WeaviateTarget(HttpTarget):
 
         return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
 
-    async def _where(self, path: str, values: list[str], limit: int) -> list[Any]:
-        """The class's objects whose ``path`` is one of ``values``, ``limit`` at most."""
+    async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
+        """The objects of ``ids`` with their vectors (the ``where`` of ``_missing``, page by
+        page), scored by the class's distance as nearVector reports it (``DISTANCES``); only a
+        nearVector search is scored by the canary's vector."""
+        using = self._config.using
+        if self._operator != "nearVector" or (using is not None and not NAME.fullmatch(using)):
+            return None
+        path = self._config.id
+        if path != "_additional.id" and "." in path:
+            return None
+        metric = DISTANCES.get(await self._distance())
+        if metric is None:
+            return None
+        vector_field = "vector" if using is None else f"vectors {{ {using} }}"
+        where, asked = ("id", uuids(ids)) if path == "_additional.id" else (path, ids)
+        records: list[tuple[str, object]] = []
+        for start in range(0, len(asked), BATCH):
+            batch = asked[start : start + BATCH]
+            for number in range(MAX_PAGES):
+                objects = await self._where(where, batch, PAGE, number * PAGE, vector_field)
+                records += ((doc, _vector_of(o, using)) for doc, o in self._ids_of(objects))
+                if len(objects) < PAGE:
+                    break
+            else:
+                raise QueryFailed("bad_response", f"more objects than {MAX_PAGES} pages hold")
+        wanted = set(asked)  # a text property matches by its words: other values come too
+        found = best_scores(records, vector, metric)
+        return {doc: score for doc, score in found.items() if doc in wanted}
+
+    async def _distance(self) -> str:
+        """The distance of the searched vector's index, from the class's schema, asked once."""
+        if self._distance_name is None:
+            schema = await self._fetch_json(f"{self._base}/v1/schema/{self._class}")
+            using = self._config.using
+            try:
+                config = schema["vectorConfig"][using] if using is not None else schema
+                distance = config["vectorIndexConfig"]["distance"]
+            except (KeyError, TypeError):
+                raise QueryFailed("bad_response", "the class's schema names no distance") from None
+            self._distance_name = str(distance)
+        return self._distance_name
+
+    def _ids_of(self, objects: list[Any]) -> list[tuple[str, Any]]:
+        """(id, object) of each object whose id reads as one."""
+        found = ((scalar(self._id(o)), o) for o in objects)
+        return [(doc, o) for doc, o in found if doc is not None]
+
+    async def _where(
+        self, path: str, values: list[str], limit: int, offset: int = 0, vector: str = ""
+    ) -> list[Any]:
+        """The class's objects whose ``path`` is one of ``values``, ``limit`` at most from
+        ``offset``, with ``vector`` (a selection of ``_additional``) when asked."""
         where = (
             f"where: {{path: [{_literal(path)}], operator: ContainsAny, "
             f"valueText: {json.dumps(values, ensure_ascii=False)}}}"
         )
+        page = f"limit: {limit}" + (f", offset: {offset}" if offset else "")
         # Only the id: a distance or score means nothing without a search operator.
-        fields = "_additional { id }" if path == "id" else f"{_select(path)} _additional {{ id }}"
-        query = f"{{ Get {{ {self._class}(limit: {limit}, {where}) {{ {fields} }} }} }}"
+        additional = f"_additional {{ id {vector} }}" if vector else "_additional { id }"
+        fields = additional if path == "id" else f"{_select(path)} {additional}"
+        query = f"{{ Get {{ {self._class}({page}, {where}) {{ {fields} }} }} }}"
         request = self._client.build_request(
             "POST",
             f"{self._base}/v1/graphql",
@@ -199,6 +265,17 @@ class WeaviateTarget(HttpTarget):
             return str(listed[0].get("message", ""))
         message = error.get("message") if isinstance(error, dict) else None
         return message if isinstance(message, str) else None
+
+
+def _vector_of(found: Any, using: str | None) -> object:
+    """An object's vector: ``_additional.vector``, or its named vector ``using``."""
+    extra = found.get("_additional") if isinstance(found, dict) else None
+    if not isinstance(extra, dict):
+        return None
+    if using is None:
+        return extra.get("vector")
+    named = extra.get("vectors")
+    return named.get(using) if isinstance(named, dict) else None
 
 
 def _select(path: str) -> str:
