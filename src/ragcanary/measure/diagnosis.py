@@ -19,7 +19,10 @@ evidence establishes is kept, in this order (docs/report.md, "diagnosis"):
 
 The run's cause is the one that accounts for the most lost ids (ties: the order of
 ``CAUSES``), unless the run is unavailable (``outage``, or ``config`` when the answers did not
-fit the config) or passed without crossing a drift threshold (``none``).
+fit the config) or passed without crossing a drift threshold (``none``). A target with
+``endpoints:`` whose endpoint answered a canary with an RBO under ``min_rank_overlap`` against
+its url's answer adds ``replica_divergence`` to the causes; it leads a failed or drifted run
+that no lost id and no moved query vector explains.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
+from ragcanary.measure.endpoints import DEFAULT_MIN_OVERLAP, EndpointComparison
 from ragcanary.measure.results import Answer, RunResult, ScoreOrder
 from ragcanary.measure.vectors import CHANGED_BELOW, EmbeddingDrift
 
@@ -222,9 +226,13 @@ def diagnose(
     embedding: EmbeddingDrift | None,
     embedding_threshold: float,
     baseline: bool = True,
+    endpoints: Sequence[EndpointComparison] = (),
+    min_overlap: float = DEFAULT_MIN_OVERLAP,
 ) -> Diagnosis:
     """The run's cause from what its verdict said and what the evidence established;
-    ``baseline``: whether the run had a baseline run to lose ids against."""
+    ``baseline``: whether the run had a baseline run to lose ids against; ``endpoints``: the
+    target's other endpoints against its url, diverged where a canary's RBO is under
+    ``min_overlap``."""
     looked, compared = evidence.gone is not None, embedding is not None
     exact = evidence.exact is not None
 
@@ -236,23 +244,61 @@ def diagnose(
         if misread:
             return said("config", "the target answered, but the config's paths fit none of it")
         return said("outage", "too few canaries were answered: an outage, not a quality change")
+    diverged = _diverged(endpoints, min_overlap)
     causes = _causes(lost, evidence, embedding)
+    if diverged is not None:  # listed whenever an endpoint diverged, whatever leads
+        causes = tuple(sorted((*causes, diverged), key=lambda c: CAUSES.index(c.cause)))
     drifted = embedding is not None and embedding.drift > embedding_threshold
     if outcome == "ok" and not drifted:
         return said("none", "no regression and no drift", causes)
-    known = [c for c in causes if c.cause != "unknown"]
+    known = [c for c in causes if c.cause not in ("unknown", "replica_divergence")]
     if known:
         leading = max(known, key=lambda c: (len(c.ids), -CAUSES.index(c.cause)))
         return said(leading.cause, _summary(leading), causes)
     if embedding is not None and drifted:
         return said(
-            "query_embedding", f"the query vectors moved: embedding drift {embedding.drift:.4f}"
+            "query_embedding",
+            f"the query vectors moved: embedding drift {embedding.drift:.4f}",
+            () if diverged is None else (diverged,),
         )
+    if diverged is not None:
+        return said("replica_divergence", _divergence_summary(endpoints, min_overlap), causes)
     done = {"index_lookup": looked, "query_vectors": compared, "exact_search": exact}
     unchecked = [name for name, checked in done.items() if not checked]
     without = "" if baseline else " (no baseline run: nothing to compare the run with)"
     missing = "; not checked: " + ", ".join(unchecked) if unchecked else ""
     return said("unknown", f"no layer could be named from the evidence{without}{missing}", causes)
+
+
+def _diverged(endpoints: Sequence[EndpointComparison], min_overlap: float) -> CauseEvidence | None:
+    """``replica_divergence`` over the canaries some endpoint answered under ``min_overlap``
+    RBO with the url's answer; None when no endpoint did."""
+    found = [(e, e.diverged(min_overlap)) for e in endpoints]
+    found = [(e, cases) for e, cases in found if cases]
+    if not found:
+        return None
+    cases = tuple(dict.fromkeys(case for _, diverged in found for case in diverged))
+    evidence = "; ".join(
+        f"endpoint {e.name} ({e.url}) answered {len(diverged)} of {e.answered} canaries with "
+        f"an RBO under {min_overlap:g} against the target's url (lowest {e.rbo_min:.2f})"
+        for e, diverged in found
+    )
+    return CauseEvidence("replica_divergence", cases, (), evidence)
+
+
+def _divergence_summary(endpoints: Sequence[EndpointComparison], min_overlap: float) -> str:
+    """The endpoint that diverges most, and its canaries under ``min_overlap``."""
+    diverged = [e for e in endpoints if e.diverged(min_overlap)]
+    worst = min(diverged, key=lambda e: e.rbo_min if e.rbo_min is not None else 1.0)
+    cases = worst.diverged(min_overlap)
+    n = len(cases)
+    shown = ", ".join(cases[:5]) + (f" and {n - 5} more" if n > 5 else "")
+    others = len(diverged) - 1
+    also = f"; {others} other endpoint{'s' if others != 1 else ''} too" if others else ""
+    return (
+        f"endpoint {worst.name} answers {n} canar{'ies' if n != 1 else 'y'} unlike the "
+        f"target's url (RBO down to {worst.rbo_min:.2f}, under {min_overlap:g}): {shown}{also}"
+    )
 
 
 def _causes(

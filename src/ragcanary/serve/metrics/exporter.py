@@ -14,7 +14,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
 from ragcanary.measure.results import OUTCOMES
-from ragcanary.measure.run_report import CaseEntry, RunReport
+from ragcanary.measure.run_report import Absent, CaseEntry, RunReport
 from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
 from ragcanary.serve.metrics.families import (
     CANDIDATE_SIGNALS,
@@ -289,6 +289,9 @@ class Exporter:
         yield (self._f.leaks, ()), float(len(leaks))
         yield (self._f.regression, ()), 1.0 if report.outcome == "regression" else 0.0
         yield (self._f.lost_documents, ()), _lost_documents(report)
+        if not isinstance(report.endpoints, Absent):
+            for name, endpoint in report.endpoints.items():  # None (answered nothing): removed
+                yield (self._f.endpoint_overlap, (name,)), endpoint.rbo_min
         if isinstance(report.stale_labels, tuple):  # None: not enough runs yet to tell
             yield (self._f.stale_labels, ()), float(len(report.stale_labels))
         baseline = report.baseline
