@@ -291,6 +291,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "`same-origin`: follow redirects only to the same scheme, host and port; `any`: also elsewhere, with every configured header dropped.",
         "any",
     ),
+    "TargetConfig.endpoints": (
+        "Other URLs of the same index (replicas, shards, regions), by name: after each run every canary `url` answered is asked once on each, with the target's other settings, client and limits, and each answer is compared with `url`'s by RBO (report `endpoints`, gauge `ragcanary_endpoint_overlap{endpoint}`; an RBO under `thresholds.min_rank_overlap` is the cause `replica_divergence`). Only `url`'s answers make the run's metrics and verdict. A name is up to 63 letters, digits, `_`, `.` or `-` (it becomes a metric label); not for pgvector, which connects with `dsn`.",
+        "{eu: 'http://search-eu:8088/search', us: 'http://search-us:8088/search'}",
+    ),
     "SuiteConfig.cases": (
         "The suite file (YAML, JSON or JSONL), relative to the config file.",
         "suites/core.yaml",

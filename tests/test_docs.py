@@ -34,6 +34,7 @@ from ragcanary.measure.run_report import (
     CaseComparison,
     CaseEntry,
     Counts,
+    EndpointEntry,
     IndexLookup,
     RunClaim,
     RunReport,
@@ -178,7 +179,8 @@ async def cli_reports(tmp_path: Path) -> list[RunReport]:
     return [first, lost, resized]
 
 
-# The daemon's suite on an Elasticsearch index (BM25), whose preset looks ids up with _mget.
+# The daemon's suite on an Elasticsearch index (BM25), whose preset looks ids up with _mget, and
+# a replica of it that answers alike.
 DAEMON_SUITE = [
     {"id": "c0", "query": "q zero", "relevant": ["d0"]},
     {"id": "c1", "query": "q one", "relevant": ["d1"]},
@@ -188,7 +190,8 @@ storage: {storage}
 ui_url: http://ragcanary.test
 runbook_base_url: http://wiki.test/runbooks
 targets:
-  search: {{preset: elasticsearch, url: "http://es.test:9200", collection: docs, text_field: body}}
+  search: {{preset: elasticsearch, url: "http://es.test:9200", collection: docs, text_field: body,
+            endpoints: {{replica: "http://es-replica.test:9200"}}}}
 suites:
   core: {{cases: core.json, targets: [search], every: 1m, k: [1, 3], depth: 3,
           per_case_metrics: true, stale_label_runs: 2, thresholds: {{hit_rate: {{1: 0.1}}}}}}
@@ -296,6 +299,8 @@ DATA_KEYS = {
     "baseline.win_tie_loss": "METRIC",
     "counts.outcomes": "OUTCOME",
     "cases[].metrics": "METRIC",
+    "endpoints": "NAME",
+    "endpoints.NAME.unanswered": "OUTCOME",
 }
 
 
@@ -337,6 +342,7 @@ async def test_every_key_of_a_report_is_in_docs_report_md(tmp_path: Path) -> Non
         "metrics_by_tag.TAG.METRIC",
         "stale_labels[].looked_up_at",
         "index_lookup.left_at",
+        "endpoints.NAME.rbo_min",
     } <= walked
     assert not undocumented(reports), f"docs/report.md lacks {undocumented(reports)}"
     outcomes = {o for r in reports for o in r.counts.outcomes}  # every query outcome
@@ -366,6 +372,7 @@ REPORT_CLASSES: dict[str, type] = {
     "claim.": RunClaim,
     "stale_labels[].": StaleLabelEntry,
     "index_lookup.": IndexLookup,
+    "endpoints.NAME.": EndpointEntry,
     "diagnosis.": Diagnosis,
     "diagnosis.causes[].": CauseEvidence,
     "diagnosis.checked.": Checked,

@@ -10,7 +10,7 @@ import asyncio
 import gc
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -18,6 +18,7 @@ import pytest
 from retrievers import FakeRetriever, target_entry
 
 from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.endpoints import EndpointRun
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
@@ -166,13 +167,14 @@ class _HeldJudge:
         run: RunResult,
         baseline: RunResult | None,
         evidence: IndexEvidence | None = None,
+        endpoints: Sequence[EndpointRun] = (),
     ) -> Evaluation:
         self.thread = threading.get_ident()
         self.entered.set()
         # On the event loop this wait would stall the test itself: the deadline turns that
         # into a failure instead of a hang.
         self.held = self.released.wait(timeout=30)
-        return judge_run(loaded, suite, target, run, baseline, evidence)
+        return judge_run(loaded, suite, target, run, baseline, evidence, endpoints)
 
 
 async def test_metrics_answer_while_a_run_is_being_judged(config: Path) -> None:

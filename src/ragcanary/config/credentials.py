@@ -74,8 +74,10 @@ def credential_secrets(url: str) -> list[str]:
     return [s for s in (written, password, basic_token(user, password)) if s]
 
 
-def check_one_credential(url: str, headers: Mapping[str, str]) -> None:
-    """Refuse ``user:password@`` in the URL beside an Authorization header (located at url)."""
+def check_one_credential(
+    url: str, headers: Mapping[str, str], at: tuple[str, ...] = ("url",)
+) -> None:
+    """Refuse ``user:password@`` in the URL beside an Authorization header (located ``at``)."""
     if url_credentials(url) is None:
         return
     for name in headers:
@@ -84,5 +86,5 @@ def check_one_credential(url: str, headers: Mapping[str, str]) -> None:
                 f"the URL carries user:password, which is sent as Authorization: Basic, and "
                 f"headers sets {name} too; a request takes one",
                 "remove user:password@ from the URL, or the Authorization header",
-                "url",
+                *at,
             )

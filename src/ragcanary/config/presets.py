@@ -30,10 +30,10 @@ OWN_FIELDS |= dict.fromkeys(
 )
 
 
-def check_chroma_url(config: TargetConfig) -> None:
+def check_chroma_url(url: str, at: tuple[str, ...] = ("url",)) -> None:
     """A url that ends in Chroma's API prefix: the preset adds /api/v2 itself, so every request
     would go to /api/v2/api/v2/... and every lookup say "collection not found"."""
-    parts = urlsplit(config.url)
+    parts = urlsplit(url)
     found = _API_PREFIX.search(parts.path)
     if found is None:
         return
@@ -41,9 +41,9 @@ def check_chroma_url(config: TargetConfig) -> None:
     root = urlunsplit((parts.scheme, parts.netloc, parts.path[: found.start()], "", ""))
     adds = "which the chroma preset adds" if prefix == "/api/v2" else "and the chroma preset adds"
     raise _fix(
-        f"{config.url!r} ends in {prefix}, {adds} /api/v2 itself",
-        f"write url: {root}, the server's root",
-        "url",
+        f"{url!r} ends in {prefix}, {adds} /api/v2 itself",
+        f"write {at[-1]}: {root}, the server's root",
+        *at,
     )
 
 

@@ -15,6 +15,8 @@ from ragcanary.config.presets import PRESET_CHECKS, check_chroma_url, check_own_
 from ragcanary.config.problems import fix_error as _fix
 
 URL_EXAMPLE = "http://127.0.0.1:8088/search"
+# An endpoint's name is a label value of ragcanary_endpoint_overlap and a key of the report.
+ENDPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 # Presets that speak a vector database's own API, and the score direction each implies.
@@ -62,6 +64,16 @@ def sendable_headers(headers: dict[str, str]) -> dict[str, str]:
                 name,
             )
     return headers
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a URL a target can be asked at (http or https, with a host)."""
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        valid = False
+    return None if valid else f"{url!r} is not an http(s) URL"
 
 
 def _implied_score_order(data: Any) -> tuple[str, Literal["desc", "asc"]] | None:
@@ -142,18 +154,33 @@ class TargetConfig(Strict):
     vector_column: str | None = None
     distance: Literal["cosine", "l2", "inner_product"] = "cosine"
     where: str | None = None
+    # Other URLs of the same index (replicas, shards, regions) by name: each is asked the
+    # canaries url answered, and its answers are compared with url's (probe/endpoints.py).
+    endpoints: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, url: str) -> str:
-        try:
-            parts = urlsplit(url)
-            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
-        except ValueError:
-            valid = False
-        if not valid:
-            raise _fix(f"{url!r} is not an http(s) URL", f"write a full URL like {URL_EXAMPLE}")
+        problem = http_url_problem(url)
+        if problem is not None:
+            raise _fix(problem, f"write a full URL like {URL_EXAMPLE}")
         return url
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, endpoints: dict[str, str]) -> dict[str, str]:
+        for name, url in endpoints.items():
+            if not ENDPOINT_NAME.fullmatch(name):
+                raise _fix(
+                    f"{name!r} cannot name an endpoint: it becomes a metric label and a report key",
+                    "write up to 63 letters, digits, '_', '.' or '-', starting with a letter or "
+                    "digit (like eu-west or replica-2)",
+                    name,
+                )
+            problem = http_url_problem(url)
+            if problem is not None:
+                raise _fix(problem, f"write the replica's full URL like {URL_EXAMPLE}", name)
+        return endpoints
 
     @field_validator("headers")
     @classmethod
@@ -189,8 +216,9 @@ class TargetConfig(Strict):
         if self.preset != "pgvector" and "url" not in self.model_fields_set:
             raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
         check_lookup(self)
+        self._endpoints_fit()
         if self.preset == "chroma":
-            check_chroma_url(self)
+            check_chroma_url(self.url)
         if self.preset == "http":
             return self
         if self.preset in PRESET_CHECKS:
@@ -214,6 +242,29 @@ class TargetConfig(Strict):
                 "add " + ", ".join(missing),
             )
         return self
+
+    def _endpoints_fit(self) -> None:
+        """Endpoints are other URLs of an HTTP target, each as the target's url would be."""
+        if not self.endpoints:
+            return
+        if self.preset == "pgvector":
+            raise _fix(
+                "the pgvector preset connects with dsn, not a URL: endpoints lists other URLs",
+                "remove endpoints:; to compare two databases, define a target for each and "
+                "run ragcanary compare",
+                "endpoints",
+            )
+        for name, url in self.endpoints.items():
+            if url == self.url:
+                raise _fix(
+                    "this is the target's own url: its answers would be compared with themselves",
+                    "write another replica's URL, or remove the endpoint",
+                    "endpoints",
+                    name,
+                )
+            check_one_credential(url, self.headers, ("endpoints", name))
+            if self.preset == "chroma":
+                check_chroma_url(url, ("endpoints", name))
 
     def _search_engine_needs(self) -> TargetConfig:
         """An index, and either kNN (embedding and vector_field) or BM25 (text_field)."""

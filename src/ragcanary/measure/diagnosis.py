@@ -20,9 +20,12 @@ evidence establishes is kept, in this order (docs/report.md, "diagnosis"):
 The run's cause is the one that accounts for the most lost ids (ties: the order of
 ``CAUSES``), unless the run is unavailable (``outage``, or ``config`` when the answers did not
 fit the config) or passed without crossing a drift threshold (``none``). A run that no lost id
-explains is named for its drifted query vectors (``query_embedding``), else for canaries that
-came back with fewer results than in the baseline run (``short_results``: a filter or a
-shrinking index, seen without labels), else ``unknown``.
+explains is named for its drifted query vectors (``query_embedding``), for scores that drifted
+while its query vectors did not (``index_changed``), for a target's endpoint whose answers
+diverge from its url's (``replica_divergence``: an RBO under ``min_rank_overlap``), for
+canaries that came back with fewer results than in the baseline run (``short_results``: a
+filter or a shrinking index, seen without labels), else ``unknown``. Diverged endpoints and
+shorter answers are listed among the causes whenever they are seen.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
+from ragcanary.measure.endpoints import DEFAULT_MIN_OVERLAP, EndpointComparison
 from ragcanary.measure.results import Answer, RunResult, ScoreOrder
 from ragcanary.measure.short_results import ShortResults
 from ragcanary.measure.vectors import CHANGED_BELOW, EmbeddingDrift
@@ -231,13 +235,17 @@ def diagnose(
     baseline: bool = True,
     score_drifted_ratio: float | None = None,
     short: ShortResults | None = None,
+    endpoints: Sequence[EndpointComparison] = (),
+    min_overlap: float = DEFAULT_MIN_OVERLAP,
 ) -> Diagnosis:
     """The run's cause from what its verdict said and what the evidence established;
     ``baseline``: whether the run had a baseline run to lose ids against;
     ``score_drifted_ratio``: the share of (canary, id) pairs in both runs whose score moved
     beyond ``score_drift`` (over ``SCORES_DRIFTED``, a drift threshold crossed); ``short``: its
     canaries answered with fewer results than asked for (a cause only against a baseline that
-    answered them with more, and only when no lost id names another)."""
+    answered them with more, and only when no lost id names another); ``endpoints``: the
+    target's other endpoints against its url, diverged where a canary's RBO is under
+    ``min_overlap``."""
     looked, compared = evidence.gone is not None, embedding is not None
     exact = evidence.exact is not None
 
@@ -250,10 +258,12 @@ def diagnose(
             return said("config", "the target answered, but the config's paths fit none of it")
         return said("outage", "too few canaries were answered: an outage, not a quality change")
     causes = _causes(lost, evidence, embedding)
+    diverged = _diverged(endpoints, min_overlap)
     shrank = _shrank(short)
-    # Every cause found, in the order of CAUSES: shorter answers are listed even when they
-    # do not lead, so on-call sees them beside the lost ids.
-    found = causes if shrank is None else _in_order((*causes, shrank))
+    # Every cause found, in the order of CAUSES: diverged endpoints and shorter answers are
+    # listed even when they do not lead, so on-call sees them beside the lost ids.
+    seen = [c for c in (diverged, shrank) if c is not None]
+    found = _in_order((*causes, *seen)) if seen else causes
     drifted = embedding is not None and embedding.drift > embedding_threshold
     rescored = score_drifted_ratio is not None and score_drifted_ratio > SCORES_DRIFTED
     if outcome == "ok" and not drifted and not rescored:
@@ -276,6 +286,8 @@ def diagnose(
             "the query vectors did not: the documents were re-chunked or re-embedded",
             found,
         )
+    if diverged is not None:
+        return said("replica_divergence", _divergence_summary(endpoints, min_overlap), found)
     if shrank is not None and short is not None:
         return said("short_results", _short_summary(shrank, short.depth), found)
     done = {"index_lookup": looked, "query_vectors": compared, "exact_search": exact}
@@ -305,6 +317,37 @@ def _short_summary(cause: CauseEvidence, depth: int) -> str:
     n = len(cause.cases)
     canaries = f"{n} canar{'ies' if n != 1 else 'y'}"
     return f"{canaries} answered with fewer than {depth} results: {_listed(cause.cases)}"
+
+
+def _diverged(endpoints: Sequence[EndpointComparison], min_overlap: float) -> CauseEvidence | None:
+    """``replica_divergence`` over the canaries some endpoint answered under ``min_overlap``
+    RBO with the url's answer; None when no endpoint did."""
+    found = [(e, e.diverged(min_overlap)) for e in endpoints]
+    found = [(e, cases) for e, cases in found if cases]
+    if not found:
+        return None
+    cases = tuple(dict.fromkeys(case for _, diverged in found for case in diverged))
+    evidence = "; ".join(
+        f"endpoint {e.name} ({e.url}) answered {len(diverged)} of {e.answered} canaries with "
+        f"an RBO under {min_overlap:g} against the target's url (lowest {e.rbo_min:.2f})"
+        for e, diverged in found
+    )
+    return CauseEvidence("replica_divergence", cases, (), evidence)
+
+
+def _divergence_summary(endpoints: Sequence[EndpointComparison], min_overlap: float) -> str:
+    """The endpoint that diverges most, and its canaries under ``min_overlap``."""
+    diverged = [e for e in endpoints if e.diverged(min_overlap)]
+    worst = min(diverged, key=lambda e: e.rbo_min if e.rbo_min is not None else 1.0)
+    cases = worst.diverged(min_overlap)
+    n = len(cases)
+    shown = ", ".join(cases[:5]) + (f" and {n - 5} more" if n > 5 else "")
+    others = len(diverged) - 1
+    also = f"; {others} other endpoint{'s' if others != 1 else ''} too" if others else ""
+    return (
+        f"endpoint {worst.name} answers {n} canar{'ies' if n != 1 else 'y'} unlike the "
+        f"target's url (RBO down to {worst.rbo_min:.2f}, under {min_overlap:g}): {shown}{also}"
+    )
 
 
 def _causes(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ragcanary.measure.diagnosis import (
@@ -14,6 +14,12 @@ from ragcanary.measure.diagnosis import (
     lost_ids,
 )
 from ragcanary.measure.drift import Drift, align_run, compare_runs
+from ragcanary.measure.endpoints import (
+    DEFAULT_MIN_OVERLAP,
+    EndpointComparison,
+    EndpointRun,
+    compare_endpoints,
+)
 from ragcanary.measure.misread import Misread, misread
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import RunScores, score_run
@@ -41,6 +47,8 @@ class Evaluation:
     diagnosis: Diagnosis | None = None
     # The canaries answered with fewer than ``depth`` results (None: not counted).
     short: ShortResults | None = None
+    # A target with endpoints: each one's answers against the url's (empty: it has none).
+    endpoints: tuple[EndpointComparison, ...] = ()
 
 
 def evaluate(
@@ -48,6 +56,7 @@ def evaluate(
     settings: Settings,
     baseline: RunResult | None = None,
     evidence: IndexEvidence | None = None,
+    endpoints: Sequence[EndpointRun] = (),
 ) -> Evaluation:
     """Score ``run`` as the target returned it, compare it with ``baseline``, and judge it.
 
@@ -67,14 +76,18 @@ def evaluate(
        the index said of them in this run) and the query vectors; a judged relevant id the
        index no longer holds fails its canary and the run (``policy.lost_documents``);
        canaries answered with fewer than ``depth`` results, and shorter than in the baseline.
+       The target's other ``endpoints``, asked the canaries ``run`` answered, are compared
+       with it canary by canary; they are diagnosed, never judged.
     """
     evidence = evidence or IndexEvidence()
+    compared = compare_endpoints(run, endpoints)
     ks, depth, gain, policy = settings.ks, settings.depth, settings.gain, settings.policy
     order = settings.score_order
     scores = score_run(run, ks, depth, gain, order)
     if baseline is None:
         verdict, found = _misread(run, judge(scores, run.coverage, policy))
-        return _diagnosed(Evaluation(run, scores, verdict, misread=found), settings, evidence)
+        evaluation = Evaluation(run, scores, verdict, misread=found, endpoints=compared)
+        return _diagnosed(evaluation, settings, evidence)
     baseline_scores = score_run(baseline, ks, depth, gain, order)
     drift = compare_runs(run, baseline, depth, settings.score_drift)
     aligned = align_run(run, baseline, drift.tie_tolerance(settings.score_drift), order)
@@ -82,7 +95,9 @@ def evaluate(
     verdict = judge(scores, run.coverage, policy, baseline_scores, drift, noise_free)
     verdict, found = _misread(run, verdict)
     embedding = compare_vectors(run, baseline)
-    evaluation = Evaluation(run, scores, verdict, drift, baseline.run_id, embedding, found)
+    evaluation = Evaluation(
+        run, scores, verdict, drift, baseline.run_id, embedding, found, endpoints=compared
+    )
     return _diagnosed(evaluation, settings, evidence, baseline)
 
 
@@ -110,8 +125,17 @@ def _diagnosed(
         baseline=baseline is not None,
         score_drifted_ratio=evaluation.drift.score_drifted_ratio if evaluation.drift else None,
         short=short,
+        endpoints=evaluation.endpoints,
+        min_overlap=_min_overlap(settings),
     )
     return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis, short=short)
+
+
+def _min_overlap(settings: Settings) -> float:
+    """The RBO under which an endpoint diverges: the suite's ``min_rank_overlap``, or its
+    default when the suite turned the check against the baseline off."""
+    threshold = settings.policy.min_rank_overlap
+    return DEFAULT_MIN_OVERLAP if threshold is None else threshold
 
 
 def _judge_lost(

@@ -32,6 +32,7 @@ from ragcanary.measure.run_report import (
     CaseComparison,
     CaseEntry,
     Counts,
+    EndpointEntry,
     IndexLookup,
     RunClaim,
     RunReport,
@@ -93,6 +94,8 @@ def marshal(report: RunReport) -> JSON:
         ],
         "counts": _write_counts(report.counts),
     }
+    if not isinstance(report.endpoints, Absent):  # left out when the target has none
+        data["endpoints"] = {name: _endpoint(entry) for name, entry in report.endpoints.items()}
     # The daemon's keys, before the cases: where a stored report has always had them.
     if report.claim is not None:
         claim = report.claim
@@ -182,6 +185,19 @@ def _baseline(baseline: BaselineComparison) -> JSON:
     }
 
 
+def _endpoint(entry: EndpointEntry) -> JSON:
+    return {
+        "url": entry.url,
+        "asked": entry.asked,
+        "answered": entry.answered,
+        "rbo_min": _finite(entry.rbo_min),
+        "rbo_mean": _finite(entry.rbo_mean),
+        "diverged": list(entry.diverged),
+        "unanswered": dict(entry.unanswered),
+        "error": entry.error,
+    }
+
+
 def _diagnosis(diagnosis: Diagnosis) -> JSON:
     return {
         "cause": diagnosis.cause,
@@ -247,6 +263,7 @@ def unmarshal(data: Mapping[str, Any]) -> RunReport:
         stale_labels=read_stale_labels(data["stale_labels"]) if "stale_labels" in data else ABSENT,
         index_lookup=read_index_lookup(data.get("index_lookup")),
         diagnosis=_read_diagnosis(data.get("diagnosis")),
+        endpoints=_read_endpoints(data["endpoints"]) if "endpoints" in data else ABSENT,
     )
 
 
@@ -309,6 +326,27 @@ def _read_diagnosis(data: Any) -> Diagnosis | None:
         ),
         lookup_s=_number(data.get("lookup_s")),
     )
+
+
+def _read_endpoints(data: Any) -> dict[str, EndpointEntry]:
+    return {
+        str(name): EndpointEntry(
+            url=_text(entry.get("url")),
+            asked=_count(entry.get("asked")) or 0,
+            answered=_count(entry.get("answered")) or 0,
+            rbo_min=_number(entry.get("rbo_min")),
+            rbo_mean=_number(entry.get("rbo_mean")),
+            diverged=tuple(str(i) for i in _list(entry.get("diverged"))),
+            unanswered={
+                str(o): n
+                for o, value in _mapping(entry.get("unanswered")).items()
+                if (n := _count(value)) is not None
+            },
+            error=_optional_text(entry.get("error")),
+        )
+        for name, entry in _mapping(data).items()
+        if isinstance(entry, Mapping)
+    }
 
 
 def _cause(value: Any) -> Cause:

@@ -28,6 +28,7 @@ from typing import Final
 
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.diagnosis import Diagnosis, LostId
+from ragcanary.measure.endpoints import EndpointComparison
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.measure.vector_text import decode_vector, encode_vector
@@ -152,6 +153,21 @@ class IndexLookup:
 
 
 @dataclass(frozen=True)
+class EndpointEntry:
+    """One of the target's other endpoints against its url (one of the report's
+    ``endpoints``)."""
+
+    url: str  # without credentials, secrets masked
+    asked: int  # the canaries the url answered, each sent to it once
+    answered: int
+    rbo_min: float | None  # None: it answered none
+    rbo_mean: float | None
+    diverged: tuple[str, ...]  # canaries it answered otherwise than the url (RBO under 1)
+    unanswered: Mapping[str, int]  # query outcome -> count; only outcomes that occurred
+    error: str | None  # the first unanswered query's reason
+
+
+@dataclass(frozen=True)
 class RunReport:
     """One run of one suite against one target, judged (docs/report.md)."""
 
@@ -176,6 +192,9 @@ class RunReport:
     index_lookup: IndexLookup | None = None
     # Which layer broke, and the evidence (None: a report older than the diagnosis).
     diagnosis: Diagnosis | None = None
+    # A target with endpoints: each by name against the url (ABSENT: it has none, or the
+    # report is older than endpoints).
+    endpoints: Mapping[str, EndpointEntry] | Absent = ABSENT
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -275,7 +294,24 @@ def build_report(evaluation: Evaluation) -> RunReport:
         ),
         cases=tuple(_case_entry(r, evaluation) for r in run.results),
         diagnosis=evaluation.diagnosis,
+        endpoints=_endpoints(evaluation.endpoints) if evaluation.endpoints else ABSENT,
     )
+
+
+def _endpoints(compared: tuple[EndpointComparison, ...]) -> dict[str, EndpointEntry]:
+    return {
+        e.name: EndpointEntry(
+            url=e.url,
+            asked=e.asked,
+            answered=e.answered,
+            rbo_min=_num(e.rbo_min),
+            rbo_mean=_num(e.rbo_mean),
+            diverged=e.differing(),
+            unanswered=dict(e.unanswered),
+            error=e.error,
+        )
+        for e in compared
+    }
 
 
 def _case_entry(result: CaseResult, evaluation: Evaluation) -> CaseEntry:

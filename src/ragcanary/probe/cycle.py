@@ -10,6 +10,7 @@ import httpx
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.probe.embedding import open_embedder
+from ragcanary.probe.endpoints import ask_endpoints
 from ragcanary.probe.evidence import index_evidence
 from ragcanary.probe.presets import PresetTarget, make_target
 from ragcanary.probe.runner import Embed, TargetGate, run_suite
@@ -33,13 +34,15 @@ async def run_cycle(
 
     Runs that may overlap against one target (the daemon's) pass that target's ``gate``.
     A target with an ``embedding`` has its queries embedded there first. The index is asked
-    about the judged relevant ids that left their top-k (``probe.evidence``) before judging.
+    about the judged relevant ids that left their top-k (``probe.evidence``), and the target's
+    other ``endpoints`` the canaries it answered (``probe.endpoints``), before judging.
     """
     async with AsyncExitStack() as stack:
         target, embed = await open_target(stack, loaded, target_name, client)
         run = await _probe(loaded, suite_name, target_name, target, embed, on_result, gate, run_id)
         evidence = await index_evidence(target, run, baseline)
-    return judge_run(loaded, suite_name, target_name, run, baseline, evidence)
+    endpoints = await ask_endpoints(loaded, suite_name, target_name, run, client, gate=gate)
+    return judge_run(loaded, suite_name, target_name, run, baseline, evidence, endpoints)
 
 
 async def probe_cycle(

@@ -26,6 +26,7 @@ from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import RunClaim, RunReport
 from ragcanary.probe.cycle import probe_cycle
+from ragcanary.probe.endpoints import ask_endpoints
 from ragcanary.probe.evidence import index_evidence
 from ragcanary.probe.presets import make_target
 from ragcanary.probe.runner import TargetGate
@@ -439,8 +440,10 @@ class Daemon:
         )
         # Asked now, whatever the stale labels remember: what left this run's top-k.
         evidence = await self._evidence(pair, run, baseline)
+        client, gate = self._client(key.target), self._gate(key.target)
+        endpoints = await ask_endpoints(loaded, key.suite, key.target, run, client, gate=gate)
         evaluation, report = await self.judge.judge(
-            loaded, key.suite, key.target, run, baseline, evidence
+            loaded, key.suite, key.target, run, baseline, evidence, endpoints
         )
         if claim is not None and self.replicas is not None:
             ran = RunClaim(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ragcanary.config.model import SuiteConfig
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.endpoints import EndpointRun
 from ragcanary.measure.evaluation import Evaluation, evaluate
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.settings import Settings
@@ -36,12 +39,14 @@ def judge_run(
     run: RunResult,
     baseline: RunResult | None,
     evidence: IndexEvidence | None = None,
+    endpoints: Sequence[EndpointRun] = (),
 ) -> Evaluation:
-    """``run`` judged against ``baseline`` with its suite's and target's settings.
+    """``run`` judged against ``baseline`` with its suite's and target's settings; the
+    target's ``endpoints`` compared with it.
 
     Pure CPU work, tens of milliseconds for hundreds of canaries: the daemon calls it in a
     worker thread, so that its event loop stays free for the other runs and for scrapes.
     """
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
-    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline, evidence)
+    return evaluate(run, settings_for(suite_cfg, target_cfg), baseline, evidence, endpoints)

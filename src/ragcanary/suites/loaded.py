@@ -286,6 +286,11 @@ def _secrets(
                 url = entry.get("url")
                 if isinstance(url, str) and (section, name, "url") not in failed:
                     secrets.update(credential_secrets(url))  # also as sent: Basic, decoded
+                endpoints = entry.get("endpoints")
+                for endpoint, other in endpoints.items() if isinstance(endpoints, dict) else ():
+                    where = (section, name, "endpoints", endpoint)
+                    if isinstance(other, str) and where not in failed:
+                        secrets.update(credential_secrets(other))
                 add((section, name, "dsn"), entry.get("dsn"), password_of)
     add(("admin_token",), data.get("admin_token"))
     add(("ingest_token",), data.get("ingest_token"))

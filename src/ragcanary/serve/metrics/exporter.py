@@ -291,6 +291,9 @@ class Exporter:
         yield (self._f.lost_documents, ()), _lost_documents(report)
         short = report.counts.short
         yield (self._f.short, ()), None if isinstance(short, Absent) else float(short)
+        if not isinstance(report.endpoints, Absent):
+            for name, endpoint in report.endpoints.items():  # None (answered nothing): removed
+                yield (self._f.endpoint_overlap, (name,)), endpoint.rbo_min
         if isinstance(report.stale_labels, tuple):  # None: not enough runs yet to tell
             yield (self._f.stale_labels, ()), float(len(report.stale_labels))
         baseline = report.baseline

@@ -130,6 +130,12 @@ class PairFamilies:
             " config, index_lost, ...), 0 for the others.",
             "cause",
         )
+        self.endpoint_overlap = self._gauge(
+            "endpoint_overlap",
+            "Lowest RBO of an endpoint's answer to a canary against the target's url's answer,"
+            " in the last answered run (targets with endpoints:).",
+            "endpoint",
+        )
         self.interval = self._gauge(
             "interval_seconds", "The schedule's interval between runs (cron: the median gap)."
         )
@@ -150,6 +156,7 @@ class PairFamilies:
                 self.stale_labels,
                 self.lost_documents,
                 self.short,
+                self.endpoint_overlap,
             }
         )
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.endpoints import EndpointRun
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import RunReport, baseline_run, build_report
@@ -18,7 +19,16 @@ from ragcanary.threads import run_in
 
 Pair = tuple[str, str]  # (suite, target)
 JudgeRun = Callable[
-    [LoadedConfig, str, str, RunResult, RunResult | None, IndexEvidence | None], Evaluation
+    [
+        LoadedConfig,
+        str,
+        str,
+        RunResult,
+        RunResult | None,
+        IndexEvidence | None,
+        Sequence[EndpointRun],
+    ],
+    Evaluation,
 ]
 
 
@@ -71,11 +81,12 @@ class Judge:
         run: RunResult,
         baseline: RunResult | None,
         evidence: IndexEvidence | None = None,
+        endpoints: Sequence[EndpointRun] = (),
     ) -> tuple[Evaluation, RunReport]:
-        """``run`` judged against ``baseline`` (with what the index said in the run), and its
-        report."""
+        """``run`` judged against ``baseline`` (with what the index said in the run, and
+        what the target's other endpoints answered), and its report."""
         return await run_in(
-            self._thread, self._judged, loaded, suite, target, run, baseline, evidence
+            self._thread, self._judged, loaded, suite, target, run, baseline, evidence, endpoints
         )
 
     def close(self) -> None:
@@ -90,8 +101,9 @@ class Judge:
         run: RunResult,
         baseline: RunResult | None,
         evidence: IndexEvidence | None,
+        endpoints: Sequence[EndpointRun],
     ) -> tuple[Evaluation, RunReport]:
-        evaluation = self._judge(loaded, suite, target, run, baseline, evidence)
+        evaluation = self._judge(loaded, suite, target, run, baseline, evidence, endpoints)
         return evaluation, build_report(evaluation)
 
 
