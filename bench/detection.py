@@ -9,12 +9,15 @@ and re-sorts, ties broken at random, like an approximate (ANN/HNSW) index: near-
 results at the end of the list trade places with the ones just past it. Each run is judged
 by the real ``evaluate()`` against the pinned baseline (the first run), with the suite's
 default thresholds, and the alert conditions of ``deploy/prometheus/alerts.yml`` are applied
-to the gauges the run would export.
+to the gauges the run would export. The retriever searches by vector, and each run's
+diagnosis gets the evidence the probe would gather from its index (``bench/incidents.py``):
+the benchmark counts how often an incident's first failing run names the layer that broke.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -24,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -33,14 +36,25 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import yaml
+from incidents import (
+    DIMENSIONS,
+    MODEL,
+    SWAPPED_MODEL,
+    UNCHANGED,
+    Incident,
+    SimulatedIndex,
+    embed,
+)
 from render import section, table
 
 from ragcanary.config.model import SuiteConfig, Thresholds
 from ragcanary.demo import retriever as demo
 from ragcanary.measure.cases import Suite
+from ragcanary.measure.diagnosis import Cause, IndexEvidence
 from ragcanary.measure.evaluation import Evaluation, evaluate
-from ragcanary.measure.results import Answer, CaseResult, RunResult
+from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.run_report import baseline_run, build_report
+from ragcanary.probe.evidence import index_evidence
 from ragcanary.suites.judge import settings_for
 from ragcanary.suites.suite import load_suite
 
@@ -52,9 +66,10 @@ SUITE_FILE = Path(demo.__file__).with_name("suite.yaml")
 POOL = 30  # candidates per canary: results past the depth can move into the list
 EVERY_S = 300  # the default schedule, which the alerts' `for:` durations assume
 RUNS_30_DAYS = 30 * 24 * 3600 // EVERY_S
+STARTED = datetime(2026, 1, 1, tzinfo=UTC)  # every simulated run's start
 WITHIN = 3  # runs within which an injected incident must be caught
 HORIZON = 5  # runs watched after an injection
-DROPPED_CANARIES = 5  # canaries that lose every relevant document: Hit@5 about 5 points lower
+DROPPED_CANARIES = 5  # canaries whose relevant documents an incident takes: Hit@5 ~5 points lower
 SHIFT = 0.05  # every score lowered by this
 # Index-side noise: every (query, document) score moved once by gaussian noise of this sd (as
 # noisy document vectors do), each list re-sorted; it stays so in every later run.
@@ -64,6 +79,28 @@ NOISE = {"mild": 0.002, "typical": 0.005, "harsh": 0.01}
 ACCEPTANCE = "harsh"  # the 30-day run uses the worst noise the goal names
 # Other per-pair score_drift thresholds whose ScoreDrift condition is reported as well.
 DRIFT_CANDIDATES = (0.03, 0.04, 0.05)
+# Each injected incident, and the cause its first failing run's diagnosis should name. Only
+# the scoring below reads this, never the simulation: the index answers look-ups from its
+# state, as a database would.
+EXPECTED: dict[str, Cause | None] = {
+    "drop": "index_lost",  # the relevant documents of DROPPED_CANARIES canaries deleted
+    "rename": "ids_changed",  # those documents re-ingested under upper-cased ids
+    "ann": "ann_miss",  # those documents held, but the approximate search no longer reaches them
+    "index": "index_changed",  # every stored score moved once by INDEX_NOISE (re-embedded)
+    "model": "query_embedding",  # queries embedded by another model than the documents'
+    # Every score lowered by SHIFT: drift that loses no document and mostly fails no run. A
+    # run that does fail lost ids to the jitter (ann_miss) or crossed min_score with its ids'
+    # scores moved (index_changed): no one cause is right, so none is expected.
+    "shift": None,
+}
+SCENARIOS = {
+    "drop": "documents deleted",
+    "rename": "documents re-ingested under new ids",
+    "ann": "documents missed by the approximate search",
+    "index": f"documents re-embedded (score noise sd {INDEX_NOISE})",
+    "model": "query embedding model swapped",
+    "shift": f"every score {SHIFT} lower",
+}
 
 
 @dataclass(frozen=True)
@@ -87,16 +124,6 @@ class AlertRule:
     runs: int  # consecutive runs the condition must hold before the alert fires
 
 
-@dataclass(frozen=True)
-class Incident:
-    """What changed in the retriever from the injection on (nothing by default)."""
-
-    shift: float = 0.0
-    lost: Mapping[str, frozenset[str]] = field(default_factory=dict)  # case -> ids it lost
-    # case -> a fixed offset per candidate of its pool: the index's own noise, the same each run
-    offsets: Mapping[str, npt.NDArray[np.float64]] = field(default_factory=dict)
-
-
 class World:
     """The demo suite, its default config, and each canary's true ranking from the demo index."""
 
@@ -111,33 +138,35 @@ class World:
         for case in self.suite.cases:
             hits = index.search(case.query, POOL)
             self.truth[case.id] = ([h.id for h in hits], np.array([h.score for h in hits]))
+        # The retriever searches by vector: each query as either model embeds it.
+        self.vectors = {
+            (case.id, model): embed(model, case.query)
+            for case in self.suite.cases
+            for model in (MODEL, SWAPPED_MODEL)
+        }
 
-    def answer(
-        self, case_id: str, rng: np.random.Generator, sigma: float, incident: Incident
-    ) -> Answer:
-        """One canary's answer in one run: jittered scores, re-sorted, cut to the depth."""
-        ids, true = self.truth[case_id]
-        lost = incident.lost.get(case_id, frozenset())
-        keep = [i for i, doc in enumerate(ids) if doc not in lost]
-        moved = true + incident.offsets[case_id] if case_id in incident.offsets else true
-        scores = np.clip(moved[keep] + rng.normal(0.0, sigma, len(keep)) - incident.shift, 0, 1)
-        # np.lexsort sorts by its last key first: score descending, ties in random order.
-        order = np.lexsort((rng.random(len(keep)), -scores))[: self.config.depth]
-        got = tuple(ids[keep[i]] for i in order)
-        return Answer(
-            got, tuple(round(float(scores[i]), 6) for i in order), 0.01, "ok" if got else "empty"
-        )
+    def index(self, incident: Incident = UNCHANGED) -> SimulatedIndex:
+        """The retriever's index once ``incident`` happened."""
+        return SimulatedIndex(self.truth, incident, self.vectors)
 
     def run(
-        self, rng: np.random.Generator, sigma: float, number: int, incident: Incident = Incident()
+        self, rng: np.random.Generator, sigma: float, number: int, incident: Incident = UNCHANGED
     ) -> RunResult:
-        """One run of the whole suite (``number`` names it)."""
+        """One run of the whole suite (``number`` names it): each canary's scores jittered,
+        re-sorted and cut to the depth, with the query vector it was searched with."""
+        index = self.index(incident)
         results = tuple(
-            CaseResult(case, self.answer(case.id, rng, sigma, incident))
+            CaseResult(case, *index.search(case.id, rng, sigma, self.config.depth))
             for case in self.suite.cases
         )
-        started = datetime(2026, 1, 1, tzinfo=UTC)
-        return RunResult("demo", "demo", f"run-{number}", started, 1.0, results)
+        return RunResult("demo", "demo", f"run-{number}", STARTED, 1.0, results)
+
+    def evidence(
+        self, run: RunResult, baseline: RunResult, incident: Incident = UNCHANGED
+    ) -> IndexEvidence:
+        """What the probe's look-ups (``probe.evidence.index_evidence``) learn from the index
+        about the judged relevant ids that left their canary's top-k."""
+        return asyncio.run(index_evidence(self.index(incident), run, baseline, lambda: STARTED))
 
     def baseline(self, rng: np.random.Generator, sigma: float) -> RunResult:
         """The first run, through the report round trip the daemon's pinned baseline takes."""
@@ -239,6 +268,7 @@ def _observe(
     assert drift is not None
     return {
         "regression": evaluation.verdict.outcome == "regression",
+        "cause": evaluation.diagnosis.cause if evaluation.diagnosis else None,
         "kinds": sorted({f.kind for f in evaluation.verdict.failures}),
         "conditions": [name for name, met in conditions(evaluation, rules).items() if met],
         "rank_overlap": drift.rank_overlap,
@@ -269,8 +299,9 @@ def watch_unchanged(
     observed, spent = [], 0.0
     for number in range(first, first + count):
         run = world.run(rng, sigma, number + 1)
+        evidence = world.evidence(run, baseline)
         started = time.perf_counter()
-        evaluation = evaluate(run, settings_for(world.config), baseline)
+        evaluation = evaluate(run, settings_for(world.config), baseline, evidence)
         spent += time.perf_counter() - started
         observed.append(_observe(world, evaluation, rules))
     return observed, spent
@@ -289,35 +320,26 @@ def watch_incident(
     dropped: int = DROPPED_CANARIES,
     horizon: int = HORIZON,
 ) -> dict[str, Any]:
-    """A fresh baseline, then ``horizon`` runs with the incident (``drop``: ``dropped`` canaries
-    lose their relevant documents; ``shift``: every score lower by SHIFT; ``index``: every score
-    moved once by INDEX_NOISE): the first run that showed it to the verdict, to each alert
-    condition and to each alert, and the MRR of the baseline and of the first run after."""
+    """A fresh baseline, then ``horizon`` runs with the incident ``kind`` (see EXPECTED;
+    ``drop``, ``rename`` and ``ann`` take the relevant documents of ``dropped`` canaries): the
+    first run that showed it to the verdict, to each alert condition and to each alert, each
+    run's diagnosed cause, and the MRR of the baseline and of the first run after."""
     rules = alert_rules()
     rng = np.random.default_rng(seed)
     baseline = world.baseline(rng, sigma)
-    if kind == "drop":
-        cases = rng.choice(world.droppable(), dropped, replace=False)
-        by_id = world.suite.by_id
-        lost = {
-            c: frozenset(d for d, g in (by_id[c].relevant or {}).items() if g > 0) for c in cases
-        }
-        incident = Incident(lost=lost)
-    elif kind == "index":
-        offsets = {c: rng.normal(0.0, INDEX_NOISE, len(s)) for c, (_, s) in world.truth.items()}
-        incident = Incident(offsets=offsets)
-    else:
-        incident = Incident(shift=SHIFT)
-    evaluations = [
-        evaluate(world.run(rng, sigma, n, incident), settings_for(world.config), baseline)
-        for n in range(1, horizon + 1)
-    ]
+    incident = inject(world, kind, rng, dropped)
+    evaluations = []
+    for number in range(1, horizon + 1):
+        run = world.run(rng, sigma, number, incident)
+        evidence = world.evidence(run, baseline, incident)
+        evaluations.append(evaluate(run, settings_for(world.config), baseline, evidence))
     runs = [_observe(world, e, rules) for e in evaluations]
     mrr = evaluations[0].verdict.changes["mrr"]
     drift_rule = rules["RagCanaryScoreDrift"]
     return {
         "verdict": _first(r["regression"] for r in runs),
         "kinds": next((r["kinds"] for r in runs if r["regression"]), []),
+        "causes": [r["cause"] for r in runs],
         "conditions": {a: _first(a in r["conditions"] for r in runs) for a in rules},
         "alerts": {a: next(iter(_fired(rule, runs)), None) for a, rule in rules.items()},
         "mrr": [mrr.baseline, mrr.current],
@@ -330,6 +352,28 @@ def watch_incident(
             for flags in [[r["ratios"][t] > drift_rule.threshold for r in runs]]
         },
     }
+
+
+def inject(world: World, kind: str, rng: np.random.Generator, dropped: int) -> Incident:
+    """The incident ``kind`` (a key of EXPECTED), drawn from ``rng``."""
+    if kind in ("drop", "rename", "ann"):
+        cases = rng.choice(world.droppable(), dropped, replace=False)
+        by_id = world.suite.by_id
+        docs = frozenset(d for c in cases for d, g in (by_id[c].relevant or {}).items() if g > 0)
+        return {
+            "drop": Incident(deleted=docs),
+            "rename": Incident(renamed=docs),
+            "ann": Incident(unreachable=docs),
+        }[kind]
+    if kind == "index":
+        offsets = {c: rng.normal(0.0, INDEX_NOISE, len(s)) for c, (_, s) in world.truth.items()}
+        return Incident(offsets=offsets)
+    if kind == "model":
+        foreign = {c: rng.permutation(s) for c, (_, s) in world.truth.items()}
+        return Incident(model=SWAPPED_MODEL, foreign=foreign)
+    if kind == "shift":
+        return Incident(shift=SHIFT)
+    raise ValueError(f"no incident named {kind!r}; choose from {', '.join(EXPECTED)}")
 
 
 def _first(flags: Any) -> int | None:
@@ -368,6 +412,7 @@ def _summary(runs: Sequence[Mapping[str, Any]], rules: Mapping[str, AlertRule]) 
         "runs": len(runs),
         "false_verdicts": sum(r["regression"] for r in runs),
         "by_rule": dict(sorted(kinds.items())),
+        "causes": dict(Counter(r["cause"] for r in runs)),
         "conditions": {a: met[a] for a in rules},
         "alerts": {a: len(_fired(rule, runs)) for a, rule in rules.items()},
         "min_rank_overlap": min(overlaps, default=None),
@@ -381,11 +426,11 @@ def _summary(runs: Sequence[Mapping[str, Any]], rules: Mapping[str, AlertRule]) 
 def _merge(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Totals over several baselines' summaries (alert counts simply add up)."""
     total: dict[str, Any] = {"runs": 0, "false_verdicts": 0, "by_rule": Counter()}
-    total["conditions"], total["alerts"] = Counter(), Counter()
+    total["causes"], total["conditions"], total["alerts"] = Counter(), Counter(), Counter()
     for s in summaries:
         total["runs"] += s["runs"]
         total["false_verdicts"] += s["false_verdicts"]
-        for key in ("by_rule", "conditions", "alerts"):
+        for key in ("by_rule", "causes", "conditions", "alerts"):
             total[key].update(s[key])
     total["min_rank_overlap"] = min(s["min_rank_overlap"] for s in summaries)
     total["max_drifted_ratio"] = {
@@ -405,6 +450,22 @@ def _detection(trials: Sequence[Mapping[str, Any]], pick: Any) -> dict[str, Any]
         "median_delay": caught[len(caught) // 2] if caught else None,
         "max_delay": max((d for d in delays if d is not None), default=None),
         "missed": sum(d is None for d in delays),
+    }
+
+
+def _diagnosis(trials: Sequence[Mapping[str, Any]], expected: str | None) -> dict[str, Any]:
+    """Of the trials with a failing run, how many named ``expected`` at the first one (None:
+    no cause is expected); the causes named there, and the causes of every run watched."""
+    named = [t["causes"][t["verdict"] - 1] for t in trials if t["verdict"] is not None]
+    right = None if expected is None else sum(c == expected for c in named)
+    return {
+        "expected": expected,
+        "trials": len(trials),
+        "failed": len(named),
+        "named": right,
+        "rate": right / len(named) if named and right is not None else None,
+        "causes": dict(Counter(named)),
+        "every_run": dict(Counter(c for t in trials for c in t["causes"])),
     }
 
 
@@ -443,11 +504,12 @@ def run(
         sweep[level]["sigma"] = noise
 
     detection = {}
-    for kind in ("drop", "shift", "index"):
+    for kind, expected in EXPECTED.items():
         injections = [(kind, sigma, 1000 + t, score_drift) for t in range(scale.trials)]
         trials = _parallel(_injected, injections, workers)
         detection[kind] = {
             "verdict": _detection(trials, lambda t: t["verdict"]),
+            "diagnosis": _diagnosis(trials, expected),
             "kinds": dict(Counter(k for t in trials for k in t["kinds"])),
             "mrr_drop": sorted(t["mrr"][0] - t["mrr"][1] for t in trials),
             "conditions": {a: _detection(trials, lambda t, a=a: t["conditions"][a]) for a in rules},
@@ -482,6 +544,10 @@ def _caught(d: Mapping[str, Any]) -> list[str]:
     return [f"{d['within']}/{d['trials']} ({d['rate']:.0%})", median, str(d["missed"])]
 
 
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "0/0"
+
+
 def _listed(counts: Mapping[str, int]) -> str:
     shown = [f"{k.removeprefix('RagCanary')} {v}" for k, v in counts.items() if v]
     return ", ".join(shown) or "none"
@@ -503,12 +569,20 @@ def render(result: dict[str, Any]) -> str:
         f"{result['min_coverage']}). Alert conditions come from "
         "`deploy/prometheus/alerts.yml`; an alert fires once its condition held through its "
         f"`for:` ({_listed({a: r['runs'] for a, r in result['rules'].items()})} runs in a row "
-        f"at 5m). Injections: {DROPPED_CANARIES} canaries lose all their relevant documents, "
-        f"every score drops by {SHIFT}, or index-side noise moves every (query, document) "
-        f"score once by gaussian noise of sd {INDEX_NOISE} and the lists are re-sorted (it "
-        "stays so in later runs); each trial has its own baseline and noise and is "
-        f"watched for {HORIZON} runs. evaluate() took {result['evaluate_ms']:.0f} ms a run; "
-        f"the benchmark {result['wall_s']:.0f} s on {result['workers']} processes."
+        f"at 5m). Injections (each stays so in later runs): the relevant documents of "
+        f"{DROPPED_CANARIES} canaries are deleted, re-ingested under upper-cased ids, or still "
+        "held but no longer reached by the approximate search; every score drops by "
+        f"{SHIFT}; index-side noise moves every (query, document) score once by gaussian "
+        f"noise of sd {INDEX_NOISE} and the lists are re-sorted (documents re-embedded); or "
+        "the queries are embedded by another model than the documents' (each pool's scores "
+        "in a random order). Each trial has its own baseline and noise and is watched for "
+        f"{HORIZON} runs. The retriever searches by vector ({DIMENSIONS}-dimensional "
+        "stand-in query vectors, one set per model), and each run's diagnosis gets the "
+        "evidence the probe gathers (`probe.evidence.index_evidence`) from the simulated "
+        "index: which of the judged relevant ids that left the top-k it no longer holds, and "
+        "the exact score of the held ones for the run's query vector, computed without the "
+        f"jitter and reaching every document. evaluate() took {result['evaluate_ms']:.0f} ms "
+        f"a run; the benchmark {result['wall_s']:.0f} s on {result['workers']} processes."
     )
     rows = [(f"{result['sigma']} ({result['noise']}), one baseline, 30 days", days)]
     rows += [
@@ -522,6 +596,7 @@ def render(result: dict[str, Any]) -> str:
             "alert conditions met",
             "alerts fired",
             "lowest rank overlap",
+            "diagnosis: cause none",
         ],
         [
             [
@@ -531,6 +606,7 @@ def render(result: dict[str, Any]) -> str:
                 _listed(v["conditions"]),
                 _listed(v["alerts"]),
                 f"{v['min_rank_overlap']:.3f}",
+                _share(v["causes"].get("none", 0), v["runs"]),
             ]
             for label, v in rows
         ],
@@ -572,6 +648,26 @@ def render(result: dict[str, Any]) -> str:
         ],
         caught,
     )
+    diagnosed = table(
+        [
+            f"injected at score noise sd {result['sigma']}",
+            "expected cause",
+            f"failing run within {HORIZON} runs",
+            "diagnosis",
+            "causes named at the first failing run",
+        ],
+        [
+            [
+                SCENARIOS[kind],
+                f"`{d['expected']}`" if d["expected"] else "-",
+                _share(d["failed"], d["trials"]),
+                "-" if d["rate"] is None else _share(d["named"], d["failed"]),
+                ", ".join(f"{c} {n}" for c, n in d["causes"].items()) or "none failed",
+            ]
+            for kind, v in found.items()
+            for d in [v["diagnosis"]]
+        ],
+    )
     met = {
         "False alarms": days["false_verdicts"] <= 1,
         "Hit@5 drop": drop["verdict"]["rate"] == 1.0,
@@ -597,15 +693,32 @@ def render(result: dict[str, Any]) -> str:
         " ".join(f"{goal}: goal {'met' if ok else '**missed**'}." for goal, ok in met.items())
         + f" {days['false_verdicts']} false verdicts in {days['runs']} runs; the unchanged "
         f"retriever's highest score_drifted_ratio was {ratios}, against the alert's "
-        f"{ratio_rule}.{advice} " + NOTES
+        f"{ratio_rule}.{advice} {_diagnosed_line(days, found)} " + NOTES
     )
     what = (
         "An unchanged retriever whose scores jitter like an approximate index's must not page "
         "anyone: at most one false regression verdict in 30 days of runs every 5 minutes. A "
         f"{DROPPED_CANARIES}-canary Hit@5 drop, a {SHIFT} score shift and index-side noise of "
-        f"sd {INDEX_NOISE} must each be caught within {WITHIN} runs."
+        f"sd {INDEX_NOISE} must each be caught within {WITHIN} runs. The first run that fails "
+        "should name, in its diagnosis, the layer that broke; an unchanged run, cause `none`."
     )
-    return section(what, "detection", f"{setup}\n\n{unchanged}\n\n{injected}", meaning)
+    body = f"{setup}\n\n{unchanged}\n\n{injected}\n\n{diagnosed}"
+    return section(what, "detection", body, meaning, quick=result["quick"])
+
+
+def _diagnosed_line(days: Mapping[str, Any], found: Mapping[str, Any]) -> str:
+    """One sentence: how often each incident's first failing run named its expected cause."""
+    named = [
+        f"{SCENARIOS[kind]} {d['named']}/{d['failed']}"
+        for kind, v in found.items()
+        for d in [v["diagnosis"]]
+        if d["failed"] and d["expected"]
+    ]
+    none = days["causes"].get("none", 0)
+    return (
+        f"Diagnosis: the first failing run named the expected cause for {'; '.join(named)}; "
+        f"the unchanged retriever's runs had cause none in {none} of {days['runs']}."
+    )
 
 
 # What the figures above cannot say by themselves; keep in step with the code they explain.
@@ -620,7 +733,13 @@ NOTES = (
     "baseline as a drop in every later run. Index-side noise moves the scores themselves, "
     "beyond score_drift, so no reordering is excused and its drop is judged as returned. A "
     "drop on fewer than 5 canaries can never be significant at 0.05: the sign-flip test's "
-    "smallest p-value is 1/2^n."
+    "smallest p-value is 1/2^n. A deleted judged document fails its run on the index's word "
+    "alone (`lost_document`), whatever the test says; re-ingested and unreachable documents "
+    "are caught by the drop they cause. A score shift loses no document and fails runs only "
+    "at times: they lost ids to the jitter once drifted scores excuse no reordering "
+    "(`ann_miss`: their exact score ranks them inside the top-k) or crossed min_score, so no "
+    "one cause is expected of it. A run that passes has cause `none` even with its scores "
+    "drifted: the diagnosis names a layer for a failing run or moved query vectors."
 )
 
 

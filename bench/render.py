@@ -57,14 +57,16 @@ def verdict(value: float, goal: float) -> str:
     return "met" if value <= goal else "**missed**"
 
 
-def command(name: str) -> str:
-    """The one command that re-runs benchmark ``name`` and regenerates docs/performance.md."""
-    return f".venv/bin/python bench/run.py {name}"
+def command(name: str, quick: bool = False) -> str:
+    """The one command that re-runs benchmark ``name`` (at quick scale, when its stored
+    figures are) and regenerates docs/performance.md."""
+    return f".venv/bin/python bench/run.py {name}" + (" --quick" if quick else "")
 
 
-def section(what: str, name: str, body: str, meaning: str) -> str:
-    """A section body in the fixed order: What, How (the one command), figures, What it means."""
+def section(what: str, name: str, body: str, meaning: str, quick: bool = False) -> str:
+    """A section body in the fixed order: What, How (the one command that produced the
+    figures), figures, What it means."""
     return (
-        f"**What.** {what.strip()}\n\n**How.** `{command(name)}`\n\n{body.strip()}\n\n"
+        f"**What.** {what.strip()}\n\n**How.** `{command(name, quick)}`\n\n{body.strip()}\n\n"
         f"**What it means.** {meaning.strip()}\n"
     )

@@ -6,12 +6,14 @@ on every third demo canary and a hundred runs, so that it takes seconds.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from ragcanary.config.model import Thresholds
@@ -89,3 +91,51 @@ def test_index_side_noise_is_a_regression_within_three_runs(detection, world, se
     assert trial["verdict"] is not None
     assert trial["verdict"] <= 3
     assert "drop" in trial["kinds"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "seed", "cause"),
+    [
+        ("drop", 41, "index_lost"),
+        ("rename", 42, "ids_changed"),
+        ("ann", 43, "ann_miss"),
+        ("index", 44, "index_changed"),
+        ("model", 45, "query_embedding"),
+    ],
+)
+def test_an_incidents_first_failing_run_names_the_layer_that_broke(
+    detection, world, kind, seed, cause
+) -> None:
+    """The diagnosis reads only the simulated index's answers and the query vectors."""
+    assert detection.EXPECTED[kind] == cause
+    trial = detection.watch_incident(world, kind, HARSH, seed, horizon=2)
+    assert trial["verdict"] == 1
+    assert trial["causes"][0] == cause
+
+
+def test_the_simulated_index_answers_look_ups_from_its_state(detection, world) -> None:
+    """Deleted and re-ingested ids are missing under their old id; an unreachable one is
+    held, and its exact score is its true one, with no jitter."""
+    case = world.droppable()[0]
+    ids, true = world.truth[case]
+    deleted, moved, unreachable = ids[0], ids[1], ids[2]
+    incident = detection.Incident(
+        deleted=frozenset({deleted}),
+        renamed=frozenset({moved}),
+        unreachable=frozenset({unreachable}),
+    )
+    index = world.index(incident)
+    assert asyncio.run(index.missing([deleted, moved, unreachable])) == {deleted, moved}
+    vector = world.vectors[case, "model-a"]
+    exact = asyncio.run(index.scores([deleted, moved, unreachable], vector))
+    assert exact == {unreachable: pytest.approx(true[2])}
+    answer, sent = index.search(case, np.random.default_rng(0), HARSH, 5)
+    assert sent == vector
+    assert deleted not in answer.ids
+    assert unreachable not in answer.ids
+    assert moved.upper() in answer.ids
+
+
+def test_unchanged_runs_have_cause_none(detection, world) -> None:
+    observed, _ = detection.watch_unchanged(world, HARSH, 3, 0, 20)
+    assert [r["cause"] for r in observed] == ["none"] * 20
