@@ -27,7 +27,7 @@ from alert_contract import ALERTS
 from prometheus_client import generate_latest
 
 from ragcanary.cli.app import app as cli_app
-from ragcanary.measure.diagnosis import CauseEvidence, Checked, Diagnosis, LostId
+from ragcanary.measure.diagnosis import AnnRecall, CauseEvidence, Checked, Diagnosis, LostId
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import (
     BaselineComparison,
@@ -376,6 +376,7 @@ REPORT_CLASSES: dict[str, type] = {
     "diagnosis.": Diagnosis,
     "diagnosis.causes[].": CauseEvidence,
     "diagnosis.checked.": Checked,
+    "diagnosis.ann_recall.": AnnRecall,
     "cases[].vs_baseline.lost[].": LostId,
 }
 

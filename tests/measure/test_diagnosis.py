@@ -11,10 +11,12 @@ from factories import answer, case, run
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.diagnosis import (
+    AnnRecall,
     Diagnosis,
     IndexEvidence,
     LostId,
     Ranking,
+    ann_recall,
     diagnose,
     lost_ids,
     normalised,
@@ -453,3 +455,37 @@ def test_a_first_run_counts_its_short_answers_and_names_no_cause_from_them() -> 
     assert judged.diagnosis.cause == "none"
     assert judged.diagnosis.causes == ()
     assert build_report(judged).counts.short == len(CASES)
+
+
+# The approximate search's recall on judged documents ---------------------------------------------
+
+
+def _vectored(pairs: list[tuple[object, object]], run_id: str) -> RunResult:
+    """A run whose canaries were searched by vector."""
+    plain = run(pairs, run_id)  # type: ignore[arg-type]
+    return replace(plain, results=tuple(replace(r, vector=(1.0, 0.0)) for r in plain.results))
+
+
+def test_ann_recall_is_the_share_of_held_judged_ids_the_search_did_not_miss() -> None:
+    cases = [case("c0", ["d0", "e0"]), case("c1", ["d1"]), case("c2", ["d2"])]
+    baseline = _vectored([(c, answer([*c.relevant, "x"])) for c in cases], "base")  # type: ignore[union-attr]
+    now = _vectored([(cases[0], answer(["e0", "x"])), (cases[1], answer(["x"])),
+                     (cases[2], answer(["x"]))], "now")  # fmt: skip
+    lost = {
+        "c0": (LostId("d0", "ann_miss"),),
+        "c1": (LostId("d1", "not_in_index"),),  # gone: no longer there to be found
+        "c2": (LostId("d2", "outranked"),),
+    }
+    recall = ann_recall(now, baseline, lost, depth=3)
+    assert recall == AnnRecall(3, 1 - 1 / 3, 3)  # d0, e0, d2 held; d0 missed
+    assert ann_recall(baseline, baseline, {c.id: () for c in cases}, 3) == AnnRecall(3, 1.0, 4)
+
+
+def test_ann_recall_cannot_be_told_without_vectors_a_baseline_or_a_reason() -> None:
+    cases = [case("c0", ["d0"])]
+    baseline = _vectored([(cases[0], answer(["d0"]))], "base")
+    now = _vectored([(cases[0], answer(["x"]))], "now")
+    assert ann_recall(now, baseline, {"c0": (LostId("d0", "unknown"),)}, 3) is None
+    assert ann_recall(now, None, {}, 3) is None
+    by_text = run([(cases[0], answer(["d0"]))], "now")
+    assert ann_recall(by_text, baseline, {"c0": ()}, 3) is None

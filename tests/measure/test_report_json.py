@@ -12,6 +12,7 @@ import pytest
 from factories import answer, case, case_entry, report_data, run
 
 from ragcanary.config.model import SuiteConfig
+from ragcanary.measure.diagnosis import AnnRecall, Diagnosis
 from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.report_json import REQUIRED, marshal, missing_keys, unmarshal
 from ragcanary.measure.results import OUTCOMES, RunResult
@@ -283,6 +284,22 @@ def test_stale_labels_left_out_null_and_empty_stay_apart(stale: Any, written: An
     assert (back.stale_labels is ABSENT) == (stale is ABSENT)
     assert (back.stale_labels is None) == (stale is None)
     assert marshal(back) == data
+
+
+@pytest.mark.parametrize(
+    "recall", [ABSENT, None, AnnRecall(10, 0.875, 8)], ids=["absent", "null", "measured"]
+)
+def test_ann_recall_is_left_out_of_a_diagnosis_older_than_it(recall: Any) -> None:
+    """``diagnosis.ann_recall`` came later: left out, null (could not be told) and a value
+    each read back as written."""
+    report = _report(with_baseline=False)
+    report = replace(report, diagnosis=Diagnosis("none", "no regression", ann_recall=recall))
+    data = marshal(report)
+    assert ("ann_recall" in data["diagnosis"]) == (recall is not ABSENT)
+    back = unmarshal(_as_stored(data))
+    assert back.diagnosis is not None
+    assert back.diagnosis.ann_recall == recall
+    assert ordered(marshal(back)) == ordered(data)
 
 
 @pytest.mark.parametrize("short", [ABSENT, 0, 3], ids=["absent", "zero", "three"])

@@ -413,6 +413,7 @@ def test_an_unchanged_index_passes_with_no_cause(
     assert diagnosis["checked"]["index_lookup"] is False  # nothing left: nothing to ask
     assert diagnosis["checked"]["query_vectors"] is True
     assert diagnosis["lookup_s"] is None
+    assert diagnosis["ann_recall"] == {"k": 3, "value": 1.0, "pairs": len(QUERIES)}
     assert now.lost_failures() == []
     assert all(case["vs_baseline"]["lost"] == [] for case in now.report["cases"])
     assert now.line_after_verdict().startswith("cause none: "), now.output
@@ -587,6 +588,9 @@ def _assert_ann_miss(now: Ran) -> None:
     diagnosis = now.report["diagnosis"]
     assert diagnosis["cause"] == "ann_miss", diagnosis
     assert diagnosis["checked"]["exact_search"] is True
+    recall = diagnosis["ann_recall"]
+    assert recall["k"] == 3
+    assert recall["value"] == 1 - len(lost) / recall["pairs"], recall
     assert now.line_after_verdict().startswith("cause ann_miss: "), now.output
 
 

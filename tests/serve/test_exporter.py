@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
+from ragcanary.measure.diagnosis import AnnRecall, Diagnosis
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.report_json import unmarshal
@@ -62,6 +63,7 @@ CONTRACT_METRICS = (
     "ragcanary_embedding_changed_ratio",
     "ragcanary_stale_labels",
     "ragcanary_result_count_short",
+    "ragcanary_ann_recall",
     "ragcanary_candidates_pending",
     "ragcanary_candidates_received_total",
     "ragcanary_candidates_dropped_total",
@@ -559,7 +561,7 @@ def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
 def _exposition_after_one_run() -> str:
     exporter = Exporter(CollectorRegistry())
     exporter.load(pairs(per_case=True))
-    report = _short(make_report("regression"), 1)
+    report = _recall(_short(make_report("regression"), 1), AnnRecall(10, 0.9, 10))
     exporter.observe_run(
         replace(report, stale_labels=(StaleLabelEntry("c2", "d-gone", "missing"),))
     )
@@ -607,3 +609,21 @@ def test_exposition_passes_promtool_check_metrics() -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _recall(report: RunReport, recall: AnnRecall | None) -> RunReport:
+    """``report`` with a diagnosis whose ``ann_recall`` is ``recall``."""
+    diagnosis = Diagnosis("none", "no regression and no drift", ann_recall=recall)
+    return replace(report, diagnosis=diagnosis)
+
+
+def test_ann_recall_is_exported_under_its_depth_and_removed_when_unknown(
+    exporter: Exporter,
+) -> None:
+    exporter.observe_run(_recall(make_report("regression"), AnnRecall(10, 0.75, 8)))
+    assert value(exporter, "ragcanary_ann_recall", k="10") == 0.75
+    exporter.observe_run(_recall(make_report("ok"), AnnRecall(20, 1.0, 8)))  # another depth
+    assert value(exporter, "ragcanary_ann_recall", k="20") == 1.0
+    assert value(exporter, "ragcanary_ann_recall", k="10") is None
+    exporter.observe_run(_recall(make_report("ok"), None))  # could not be told: no false 1
+    assert value(exporter, "ragcanary_ann_recall", k="20") is None

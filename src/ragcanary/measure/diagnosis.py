@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
+from ragcanary.measure.absent import ABSENT, Absent
 from ragcanary.measure.endpoints import DEFAULT_MIN_OVERLAP, EndpointComparison
 from ragcanary.measure.results import Answer, RunResult, ScoreOrder
 from ragcanary.measure.short_results import ShortResults
@@ -119,6 +120,17 @@ class Checked:
 
 
 @dataclass(frozen=True)
+class AnnRecall:
+    """How often the approximate search kept what it should at depth ``k``: of the judged
+    relevant (canary, id) pairs the baseline run returned and the index still holds (under that
+    id), the share this run did not miss (``1 - ann_miss / pairs``)."""
+
+    k: int
+    value: float
+    pairs: int  # how many (canary, id) pairs it was measured on
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """The run's leading cause, a line naming it, every cause found, and what was checked."""
 
@@ -127,6 +139,8 @@ class Diagnosis:
     causes: tuple[CauseEvidence, ...] = ()
     checked: Checked = Checked()
     lookup_s: float | None = None  # what asking the index took, in seconds
+    # Left out of reports written before it was measured; None: could not be told.
+    ann_recall: AnnRecall | Absent | None = ABSENT
 
 
 def normalised(doc: str) -> str:
@@ -176,6 +190,36 @@ def lost_ids(
             lost.append(LostId(doc, why))
         out[result.case.id] = tuple(lost)
     return out
+
+
+def ann_recall(
+    run: RunResult,
+    baseline: RunResult | None,
+    lost: Mapping[str, Sequence[LostId]],
+    depth: int,
+) -> AnnRecall | None:
+    """The approximate search's recall at ``depth`` on the judged relevant ids the baseline
+    returned (``AnnRecall``); None when it cannot be told: no baseline, a run not searched by
+    vector, no such pair, or a lost id whose reason is ``unknown`` (it may have been missed)."""
+    if baseline is None or not any(r.vector is not None for r in run.results):
+        return None
+    if any(item.why == "unknown" for items in lost.values() for item in items):
+        return None
+    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
+    pairs = 0
+    for result in run.results:
+        earlier = before.get(result.case.id)
+        if earlier is None or not result.answer.answered:
+            continue
+        returned = set(earlier.ids[:depth])
+        relevant = (result.case.relevant or {}).items()
+        pairs += sum(1 for doc, grade in relevant if grade > 0 and doc in returned)
+    elsewhere = ("not_in_index", "id_renamed")  # no longer there to be found under that id
+    pairs -= sum(1 for items in lost.values() for item in items if item.why in elsewhere)
+    if pairs <= 0:
+        return None
+    missed = sum(1 for items in lost.values() for item in items if item.why == "ann_miss")
+    return AnnRecall(depth, 1.0 - missed / pairs, pairs)
 
 
 def _scored(exact: float, answer: Answer, before: float | None, ranking: Ranking) -> Why:

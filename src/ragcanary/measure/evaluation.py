@@ -10,6 +10,7 @@ from ragcanary.measure.diagnosis import (
     IndexEvidence,
     LostId,
     Ranking,
+    ann_recall,
     diagnose,
     lost_ids,
 )
@@ -128,6 +129,8 @@ def _diagnosed(
         endpoints=evaluation.endpoints,
         min_overlap=_min_overlap(settings),
     )
+    recall = ann_recall(evaluation.run, baseline, lost, settings.depth)
+    diagnosis = replace(diagnosis, ann_recall=recall)
     return replace(evaluation, verdict=verdict, lost=lost, diagnosis=diagnosis, short=short)
 
 

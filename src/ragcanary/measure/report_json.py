@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 from ragcanary.measure.diagnosis import (
     CAUSES,
+    AnnRecall,
     Cause,
     CauseEvidence,
     Checked,
@@ -199,7 +200,7 @@ def _endpoint(entry: EndpointEntry) -> JSON:
 
 
 def _diagnosis(diagnosis: Diagnosis) -> JSON:
-    return {
+    data: JSON = {
         "cause": diagnosis.cause,
         "summary": diagnosis.summary,
         "causes": [
@@ -213,6 +214,14 @@ def _diagnosis(diagnosis: Diagnosis) -> JSON:
         },
         "lookup_s": _finite(diagnosis.lookup_s),
     }
+    recall = diagnosis.ann_recall
+    if not isinstance(recall, Absent):  # left out of reports written before it was measured
+        data["ann_recall"] = (
+            None
+            if recall is None
+            else {"k": recall.k, "value": _finite(recall.value), "pairs": recall.pairs}
+        )
+    return data
 
 
 def _stale_labels(labels: Iterable[StaleLabelEntry] | None) -> list[JSON] | None:
@@ -325,7 +334,18 @@ def _read_diagnosis(data: Any) -> Diagnosis | None:
             query_vectors=checked.get("query_vectors") is True,
         ),
         lookup_s=_number(data.get("lookup_s")),
+        ann_recall=_read_ann_recall(data["ann_recall"]) if "ann_recall" in data else ABSENT,
     )
+
+
+def _read_ann_recall(data: Any) -> AnnRecall | None:
+    """``diagnosis.ann_recall``: None for null, or for a value that is not one."""
+    if not isinstance(data, Mapping):
+        return None
+    k, value, pairs = _count(data.get("k")), _number(data.get("value")), _count(data.get("pairs"))
+    if k is None or value is None or pairs is None:
+        return None
+    return AnnRecall(k, value, pairs)
 
 
 def _read_endpoints(data: Any) -> dict[str, EndpointEntry]:

@@ -18,14 +18,14 @@ metric values and scores are never rounded, only the timings are.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
 
+from ragcanary.measure.absent import ABSENT as ABSENT
+from ragcanary.measure.absent import Absent as Absent
 from ragcanary.measure.cases import Suite
 from ragcanary.measure.diagnosis import Diagnosis, LostId
 from ragcanary.measure.endpoints import EndpointComparison
@@ -33,16 +33,6 @@ from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.measure.vector_text import decode_vector, encode_vector
 from ragcanary.measure.verdict import Failure, Regression
-
-
-class Absent(enum.Enum):
-    """A key the report leaves out, where ``null`` says something else (``stale_labels``:
-    left out when the daemon did not look, ``null`` when it could not tell)."""
-
-    ABSENT = "absent"
-
-
-ABSENT: Final = Absent.ABSENT
 
 Numbers = Mapping[str, float | None]  # metric name -> value (None: not finite)
 

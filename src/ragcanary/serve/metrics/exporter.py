@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
+from ragcanary.measure.diagnosis import AnnRecall
 from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.run_report import Absent, CaseEntry, RunReport
 from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
@@ -289,6 +290,7 @@ class Exporter:
         yield (self._f.leaks, ()), float(len(leaks))
         yield (self._f.regression, ()), 1.0 if report.outcome == "regression" else 0.0
         yield (self._f.lost_documents, ()), _lost_documents(report)
+        yield from _ann_recall(self._f.ann_recall, report)
         short = report.counts.short
         yield (self._f.short, ()), None if isinstance(short, Absent) else float(short)
         if not isinstance(report.endpoints, Absent):
@@ -354,6 +356,13 @@ class Exporter:
             series.metrics[metric].remove(*pair, *labels)
             series.changed()
             owned.discard((metric, labels))
+
+
+def _ann_recall(family: Gauge, report: RunReport) -> Iterable[tuple[Setting, float | None]]:
+    """``ragcanary_ann_recall{k}``: the run's, under the depth it was measured at."""
+    recall = report.diagnosis.ann_recall if report.diagnosis is not None else None
+    if isinstance(recall, AnnRecall):
+        yield (family, (str(recall.k),)), recall.value
 
 
 def _lost_documents(report: RunReport) -> float | None:

@@ -124,6 +124,13 @@ class PairFamilies:
             "Canaries of the last answered run answered with fewer results than the suite's"
             " depth (a filter or a shrinking index).",
         )
+        self.ann_recall = self._gauge(
+            "ann_recall",
+            "The approximate search's recall at depth k in the last answered run: of the judged"
+            " relevant ids the baseline returned and the index still holds, the share it did not"
+            " miss (absent when that cannot be told).",
+            "k",
+        )
         self.diagnosis = self._gauge(
             "diagnosis",
             "1 for the cause the last run names (its report's diagnosis.cause: none, outage,"
@@ -157,6 +164,7 @@ class PairFamilies:
                 self.lost_documents,
                 self.short,
                 self.endpoint_overlap,
+                self.ann_recall,
             }
         )
 
