@@ -201,6 +201,8 @@ def test_outage_exits_3_unavailable_not_regression(
     assert report["coverage"] == 0.0
     assert report["metrics"] == {}
     assert report["counts"]["outcomes"]["http_5xx"] == len(SUITE["cases"])
+    assert report["diagnosis"]["cause"] == "outage"
+    assert "cause outage: " in result.output
 
 
 @pytest.mark.parametrize(
@@ -244,6 +246,8 @@ def test_paths_that_match_nothing_in_any_answer_exit_2_naming_the_keys_present(
     assert [f["kind"] for f in report["failures"]] == ["config"]
     assert says in report["failures"][0]["message"]
     assert report["counts"]["outcomes"]["bad_response"] == len(SUITE["cases"])
+    assert report["diagnosis"]["cause"] == "config"
+    assert "cause config: " in result.output
 
 
 def test_bad_duration_exits_2_naming_the_field(tmp_path: Path) -> None:
