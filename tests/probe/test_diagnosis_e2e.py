@@ -683,3 +683,35 @@ def test_a_where_filter_that_leaves_canaries_short_is_named_short_results(
     assert passed.report["diagnosis"]["cause"] == "none"
     assert [c["cause"] for c in passed.report["diagnosis"]["causes"]] == ["short_results"]
     assert passed.line_after_verdict().startswith("cause none: "), passed.output
+
+
+def test_a_chroma_replica_that_lost_rows_is_named_divergent(
+    chroma: str, embedder: str, tmp_path: Path
+) -> None:
+    """Two real Chroma servers hold the same collection; the replica lost doc-2's chunk. The
+    url's answers make the run (it passes: ``none``), and the replica's divergence is listed,
+    naming the replica and the canary, with its lowest RBO in the report."""
+    name = f"docs_{next(_NAMES)}"
+    index = ChromaIndex(chroma, name, create_collection(chroma, name, QUERIES, DIMENSIONS))
+    data = Path(tempfile.mkdtemp(prefix="ragcanary-diagnosis-replica-"))
+    try:
+        with chroma_server(data) as replica:
+            copy = ChromaIndex(replica, name, create_collection(replica, name, QUERIES, DIMENSIONS))
+            copy.delete("doc-2")
+            target = index.target() | {"endpoints": {"replica": replica}}
+            config = _config(tmp_path, _Configured(target), embedder)
+            now = _run(config, "now.json")
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+    assert now.code == 0, now.output
+    entry = now.report["endpoints"]["replica"]
+    assert (entry["asked"], entry["answered"]) == (len(QUERIES), len(QUERIES))
+    assert "q2" in entry["diverged"]  # and any canary whose top-3 held doc-2's chunk
+    assert entry["rbo_min"] < 0.7
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "none", diagnosis
+    divergent = [c for c in diagnosis["causes"] if c["cause"] == "replica_divergence"]
+    assert len(divergent) == 1
+    assert "q2" in divergent[0]["cases"]
+    assert "endpoint replica" in divergent[0]["evidence"]
