@@ -204,7 +204,9 @@ def test_diff_names_the_case_that_lost_its_document(stored: Stored) -> None:
     assert "doc-7 (#1 0.930)" in row
     assert "recall@3" in row
     assert "changed cases (2, worst first; 0 unchanged; ★ relevant)" in out
-    assert "★doc-7 (#1 0.930)" in row
+    # Why the newer run lost it: the generic target can't be asked whether its index holds it.
+    assert "★doc-7 (#1 0.930): unknown" in row
+    assert "score and query-vector drift" not in out  # no score moved, no vectors
 
 
 def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
@@ -218,6 +220,7 @@ def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
         "to",
         "outage",
         "newest_outage",
+        "thresholds",
         "metrics",
         "cases",
         "unchanged",
@@ -228,8 +231,14 @@ def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
     assert diff["metrics"]["recall@3"] == {"from": 1.0, "to": 0.75, "delta": -0.25}
     assert [c["id"] for c in diff["cases"]] == ["password", "pricing"]
     case = diff["cases"][0]
-    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}]
+    assert case["left"] == [
+        {"id": "doc-7", "rank": 1, "score": 0.93, "why": "unknown", "relevant": True}
+    ]
     assert case["entered"] == []
+    assert case["score_moves"] == []
+    assert "embedding_cosine" not in case  # the target searches by text
+    assert diff["thresholds"] == {"score_drift": 0.03, "embedding_changed_below": 0.999}
+    assert diff["to"]["baseline_run_id"] == stored.first  # what the `why` is measured against
     assert diff["newest_outage"]["run_id"] == stored.down
     assert diff["newest_outage"]["unanswered"] == {"http_5xx": 2}
     assert diff["to"]["outcome"] in ("ok", "regression")
@@ -238,6 +247,38 @@ def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
         {"id": "doc-9", "from": 3, "to": 2},
     ]
     assert case["metrics"]["recall@3"]["delta"] == -0.5
+
+
+def test_diff_shows_each_score_that_moved_beside_the_ids(tmp_path: Path) -> None:
+    """Every score up by 0.05: per case, each id's score in both runs and the move, flagged
+    over the suite's score_drift (0.03 by default); the JSON holds the scores as served."""
+    environ = {"VENDOR_KEY": API_KEY}
+    with FakeRetriever(api_key=API_KEY) as retriever:
+        config, _db = _write_config(tmp_path, retriever.url)
+
+        async def runs() -> None:
+            daemon = Daemon(config, environ, load_config(config, environ))
+            try:
+                await daemon.run_now(VENDOR)
+                retriever.score_shift = 0.05
+                await daemon.run_now(VENDOR)
+            finally:
+                await daemon.shutdown()
+
+        asyncio.run(runs())
+    result = _invoke(config, "diff", "--suite", "core", "--target", "vendor")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "score and query-vector drift (! over score_drift 0.03;" in out
+    for move in ("doc-7 0.9300→0.9800 +0.0500!", "doc-2 0.8100→0.8600 +0.0500!"):
+        assert move in out
+    result = _invoke(config, "diff", "--suite", "core", "--target", "vendor", "--json")
+    cases = {c["id"]: c for c in json.loads(result.stdout)["cases"]}
+    moves = {m["id"]: m for m in cases["password"]["score_moves"]}
+    assert set(moves) == {"doc-7", "doc-2", "doc-9"}
+    assert (moves["doc-7"]["from"], moves["doc-7"]["to"]) == (0.93, 0.93 + 0.05)
+    assert moves["doc-7"]["delta"] == (0.93 + 0.05) - 0.93
+    assert all(m["drifted"] for m in moves.values())
 
 
 def test_diff_from_to_compares_the_runs_given(stored: Stored) -> None:

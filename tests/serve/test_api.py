@@ -334,7 +334,10 @@ async def test_diff_defaults_to_baseline_against_latest(
     assert diff["from"]["run_id"] == first.run_id
     assert diff["to"]["run_id"] == latest.run_id
     (case,) = [c for c in diff["cases"] if c["id"] == "password"]
-    assert case["left"] == [{"id": "doc-7", "rank": 1, "score": 0.93, "relevant": True}]
+    # With why the later run lost it: this target can't be asked whether its index holds it.
+    left = {"id": "doc-7", "rank": 1, "score": 0.93, "why": "unknown", "relevant": True}
+    assert case["left"] == [left]
+    assert diff["to"]["baseline_run_id"] == first.run_id  # what that `why` is measured against
     assert case["metrics"]["recall@3"] == {"from": 1.0, "to": 0.5, "delta": -0.5}
     assert "rr" not in case["metrics"]  # doc-2 moved up to rank 1
 
@@ -352,6 +355,14 @@ async def test_diff_between_explicit_runs(
     password = next(c for c in diff["cases"] if c["id"] == "password")
     assert password["score_deltas"]["doc-7"] == pytest.approx(0.1)
     assert password["left"] == password["entered"] == []
+    # Each score as served in both runs, flagged: 0.1 is over the default score_drift 0.03.
+    assert diff["thresholds"] == {"score_drift": 0.03, "embedding_changed_below": 0.999}
+    moves = {m["id"]: m for m in password["score_moves"]}
+    assert set(moves) == {"doc-7", "doc-2", "doc-9"}
+    assert (moves["doc-7"]["from"], moves["doc-7"]["to"]) == (0.93 - 0.1, 0.93)
+    assert moves["doc-7"]["delta"] == 0.93 - (0.93 - 0.1)
+    assert all(m["drifted"] for m in moves.values())
+    assert diff["to"]["baseline_run_id"] is None  # the first run had nothing to compare with
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -96,9 +98,24 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return screenshots_folder(tmp_path_factory)
 
 
+@dataclass(frozen=True)
+class Demo:
+    """The daemon on the demo retriever, its first run, and a later run in which every score
+    was 0.15 lower, the order kept (a new score scale)."""
+
+    daemon: DaemonProcess
+    first: str
+    shifted: str
+
+
+def _newest(daemon: DaemonProcess) -> str:
+    return str(daemon.get("/api/v1/runs", suite="demo", limit=1).json()["runs"][0]["run_id"])
+
+
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    """The daemon on the demo retriever, with a baseline and then regressed runs."""
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """The daemon on the demo retriever: a baseline, runs of shifted scores, then runs that lost
+    part of the index and regressed."""
     chromium_or_skip()
     from ragcanary.demo.corpus import suite_path
     from ragcanary.demo.retriever import BackgroundServer
@@ -145,9 +162,22 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
         }
         with running(DaemonProcess(path, port, env)) as process:
             process.wait_runs("demo", "demo-bm25", 1, RUN_TIMEOUT_S, outcome="ok")
+            first = _newest(process)
+            httpx.post(f"{retriever.url}/mode", json={"mode": "shift-scores"}, timeout=5)
+            # The first run to end may have begun before the switch; the second began after it.
+            process.wait_runs("demo", "demo-bm25", 2, RUN_TIMEOUT_S)
+            shifted = _newest(process)
             httpx.post(f"{retriever.url}/mode", json={"mode": "drop-docs"}, timeout=5)
             process.wait_runs("demo", "demo-bm25", 1, RUN_TIMEOUT_S, outcome="regression")
-            yield process
+            # That run may have begun before the switch too: the next one began after it.
+            process.wait_runs("demo", "demo-bm25", 1, RUN_TIMEOUT_S, outcome="regression")
+            yield Demo(process, first, shifted)
+
+
+@pytest.fixture(scope="module")
+def daemon(demo: Demo) -> DaemonProcess:
+    """The daemon; its newest runs lost part of the index and regressed."""
+    return demo.daemon
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +231,11 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
     assert left.locator(".mark.left").inner_text().lower() == "left"
     left_id = left.locator("code").inner_text()
     assert f"relevant ids that left: {left_id}" in article.locator("p.moved").inner_text()
+    # Beside it, why the newer run lost it: the demo target can't be asked about its index.
+    assert left.locator(".mark.why").get_attribute("data-why") == "unknown"
+    assert f"{left_id} (was #{left.locator('.n').inner_text()}; left the top-10; why: unknown)" in (
+        article.locator("p.moved").inner_text()
+    )
     no_horizontal_scroll(page)
     shot(page, shots, "diff", width)
 
@@ -303,6 +338,60 @@ def test_the_candidates_page_lists_the_most_reported_with_live_results(
     assert "demo · demo-bm25" in page.locator("h2").all_inner_texts()[0]
     no_horizontal_scroll(page)
     shot(page, shots, "stale-labels", width)
+
+
+# Per case on the diff page: its id, each score move as shown (id, before, after, delta, the
+# raw values in the titles, flagged or not), and the ids its two lists flag as drifted.
+SCORE_MOVES = """() => Array.from(document.querySelectorAll("article.case-diff")).map(a => [
+  a.querySelector("h3 a").textContent.trim(),
+  Array.from(a.querySelectorAll(".score-move")).map(m => ({
+    id: m.querySelector("code").textContent,
+    from: Number(m.querySelector(".from").title), to: Number(m.querySelector(".to").title),
+    delta: Number(m.querySelector(".delta").title),
+    shown: [m.querySelector(".from").textContent, m.querySelector(".to").textContent,
+            m.querySelector(".delta").firstChild.textContent],
+    drifted: m.classList.contains("drifted") && m.querySelector(".delta.drift") !== null,
+  })),
+  Array.from(a.querySelectorAll(".list li")).filter(li => li.querySelector(".delta.drift"))
+    .map(li => li.querySelector("code").textContent),
+])"""
+
+
+def test_the_diff_shows_each_score_move_as_the_api_gives_it(
+    demo: Demo, page: Any, shots: Path
+) -> None:
+    """From the first run to one of the shifted scores: each case's moves, in the API's order,
+    with the API's exact values in the titles and to 4 places on the page, flagged exactly when
+    the API says the move was over score_drift."""
+    pair = {"suite": "demo", "target": "demo-bm25", "from": demo.first, "to": demo.shifted}
+    page.goto(f"{demo.daemon.url}/ui/diff?{urlencode(pair)}")
+    found = page.evaluate(SCORE_MOVES)
+    shown = {case: moves for case, moves, _ in found}
+    flagged = {case: ids for case, _, ids in found}
+    diff = demo.daemon.get("/api/v1/diff", **pair).json()
+    api = {c["id"]: c["score_moves"] for c in diff["cases"] if c["id"] in shown}
+    assert len(api) == len(shown) > 0
+    assert all(api.values()), "a case listed without a score move"
+    for case, moves in api.items():
+        assert [m["id"] for m in shown[case]] == [m["id"] for m in moves], case
+        for seen, want in zip(shown[case], moves, strict=True):
+            exact = (want["from"], want["to"], want["delta"])
+            assert (seen["from"], seen["to"], seen["delta"]) == exact
+            delta = f"{want['delta']:+.4f}".replace("-", "\u2212")
+            assert seen["shown"] == [f"{want['from']:.4f}", f"{want['to']:.4f}", delta]
+            assert seen["drifted"] == want["drifted"] == (abs(want["delta"]) > 0.03 + 1e-12)
+        # Both lists flag each drifted id beside it.
+        assert set(flagged[case]) == {m["id"] for m in moves if m["drifted"]}, case
+    assert any(m["drifted"] for moves in api.values() for m in moves)
+    # Opened, every move table is readable and fits the width.
+    page.evaluate(
+        "() => document.querySelectorAll('details.score-moves').forEach(d => d.open = true)"
+    )
+    assert page.evaluate(CONTRAST_CHECK) == []
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        no_horizontal_scroll(page)
+        shot(page, shots, "diff-scores", width)
 
 
 def test_a_relevant_id_that_left_is_shown_leaving_on_the_case_page(

@@ -215,17 +215,29 @@ def test_from_the_fleet_to_the_regressed_run_its_diff_and_a_case(
              Array.from(a.querySelectorAll(".list li.left.rel")).map(li => [
                li.querySelector("code").textContent,
                li.querySelector(".mark.left").textContent,
-               li.querySelector(".sc").textContent])
+               li.querySelector(".sc").textContent,
+               li.querySelector(".mark.why").dataset.why])
            ])"""
     )
     left = {case: [tuple(found) for found in ids] for case, ids in marked if ids}
     # A chunk's cosine distance to its own vector: Chroma says 0 give or take 1e-7, either sign.
-    assert left == {case: [(RELEVANT[case], "left", "0.000")] for case in DELETED}
+    # Beside it, why the newer run lost it: Chroma, asked in that run, no longer holds it.
+    assert left == {case: [(RELEVANT[case], "left", "0.000", "not_in_index")] for case in DELETED}
+    # The same embedder both times: each canary's two query vectors agree, none moved.
+    cosines = page.locator("article.case-diff .chip.cosine").evaluate_all(
+        "chips => chips.map(c => [c.textContent, c.title, c.classList.contains('down')])"
+    )
+    assert len(cosines) == page.locator("article.case-diff").count() >= len(DELETED)
+    for text, raw, moved in cosines:
+        assert text == f"query vector cos {float(raw):.6f}"
+        assert float(raw) > 0.999999
+        assert not moved
     article = page.locator("article.case-diff").first
     first_case = article.locator("h3 a").inner_text()
     assert first_case in DELETED  # the worst first
     moved = article.locator("p.moved").inner_text()
     assert f"relevant ids that left: {RELEVANT[first_case]}" in moved
+    assert "(was #1; left the index; why: not in the index)" in moved
     no_horizontal_scroll(page)
     shot(page, shots, "chroma-diff", width)
 

@@ -275,7 +275,50 @@ async def test_the_diff_marks_the_relevant_id_that_left_beside_the_other_list(
     assert left is not None
     assert "doc-7" in left.group(0)
     assert ">left<" in left.group(0)
-    assert "relevant ids that left: <code>doc-7</code> (was #1; left the top-5)" in article
+    # Beside it, why the newer run lost it (its diagnosis): this target can't be asked.
+    why = (
+        '<span class="mark why" data-why="unknown" title="why the later run lost it: unknown">'
+        "unknown</span>"
+    )
+    assert why in left.group(0)
+    assert f"relevant ids that left: <code>doc-7</code> (was #1; left the top-5; why: {why})" in (
+        article
+    )
+
+
+async def test_the_diff_shows_each_score_that_moved_exactly_and_flags_drift(
+    daemon: Daemon, ui: httpx.AsyncClient, retriever: FakeRetriever
+) -> None:
+    """Scores up by 0.05, the order kept: each case lists its ids' scores before → after to 4
+    places, the raw values in titles, flagged over score_drift (0.03 by default), in the
+    newer run's order when the moves are equal."""
+    await daemon.run_now(VENDOR)
+    retriever.score_shift = 0.05
+    await daemon.run_now(VENDOR)
+    text = _page(await ui.get("/ui/diff", params={"suite": "core", "target": "vendor"}))
+    articles = {
+        re.search(r'<h3><a href="[^"]*">([^<]+)</a>', a).group(1): a  # type: ignore[union-attr]
+        for a in text.split('<article class="case-diff"')[1:]
+    }
+    assert sorted(articles) == ["password", "pricing", "script"]
+    password = articles["password"]
+    summary = "Scores moved: 3 ids in both lists, <strong>3 more than score_drift 0.03</strong>"
+    assert summary in password
+    move = (
+        '<tr class="score-move drifted"><th scope="row"><code>doc-2</code></th>'
+        '<td class="num from" title="0.81">0.8100</td>'
+        f'<td class="num to" title="{0.81 + 0.05}">0.8600</td>'
+        f'<td class="num"><span class="delta drift" title="{0.81 + 0.05 - 0.81}">+0.0500'
+        '<span class="sr-only"> over score_drift</span></span></td></tr>'
+    )
+    assert move in password
+    order = re.findall(r'<tr class="score-move[^"]*"><th scope="row"><code>([^<]+)<', password)
+    assert order == ["doc-7", "doc-2", "doc-9"]
+    # In the table and both lists each moved score is flagged, its raw value in the title.
+    assert password.count('<span class="sr-only"> over score_drift</span>') == 3 + 6
+    assert f'<span class="sc" title="{0.93 + 0.05}">0.980</span>' in password
+    assert "score_drift (0.03)" in text  # the legend names the threshold
+    assert "query vector cos" not in text  # the target searches by text: no vectors
 
 
 async def test_user_and_target_text_is_escaped_on_every_page(
@@ -593,3 +636,20 @@ def test_a_pair_row_says_what_state_the_pair_is_in(outcome: str, age_min: int, s
     row = fleet.pair_row("s", "t", suite, 300.0, [head], [outcome], {}, None, now)
     assert row.status == status
     assert (row.hit, row.hit_delta) == ((None, None) if outcome == "unavailable" else (0.8, -0.1))
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "shown"),
+    [
+        (0.05000000000000004, 4, "+0.0500"),
+        (-0.15, 4, "\u22120.1500"),
+        (0.0004, 3, "+4.0e\u221204"),  # a move too small for 3 places is never shown as 0
+        (-2e-6, 4, "\u22122.0e\u221206"),
+        (0.0, 4, "0.0000"),
+        (None, 4, "\u2014"),
+    ],
+)
+def test_a_score_move_is_shown_signed_and_never_as_zero(
+    value: float | None, digits: int, shown: str
+) -> None:
+    assert render.moved(value, digits) == shown

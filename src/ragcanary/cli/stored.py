@@ -90,9 +90,10 @@ def stored_diff(
 
     store = _store(loaded)
     try:
-        depth = loaded.config.suites[suite].depth
+        config = loaded.config.suites[suite]
         relevant = relevant_ids(loaded.suites[suite].cases)
-        return run_diff(store, suite, target, from_run, to_run, depth, relevant)
+        drift = config.thresholds.score_drift
+        return run_diff(store, suite, target, from_run, to_run, config.depth, relevant, drift)
     finally:
         store.close()
 

@@ -1,4 +1,5 @@
-"""The on-call diff of two runs of a suite: which canaries got worse, which ids entered or left."""
+"""The on-call diff of two runs of a suite: which canaries got worse, which ids entered or left,
+and beside them how each canary's scores and query vector drifted and why its lost ids left."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.comparison import compare_lists
-from ragcanary.measure.run_report import CaseEntry, Numbers, RunReport
+from ragcanary.measure.run_report import ABSENT, Absent, CaseEntry, Numbers, RunReport
+from ragcanary.measure.vectors import CHANGED_BELOW, cosine
 from ragcanary.reports.report import reason_lines
 
 _EPS = 1e-9
+# As measure.drift counts a drifted pair: float noise (0.1 - 0.05 != 0.05) is not over the limit.
+_OVER = 1e-12
 
 
 class ForeignRun(UsageError):
@@ -31,23 +35,87 @@ def _scores(entry: CaseEntry) -> list[float | None]:
     return scores if len(scores) == len(entry.ids) else [None] * len(entry.ids)
 
 
-def diff_case(before: CaseEntry, after: CaseEntry, k: int) -> dict[str, Any]:
-    """How one case moved between two report entries of it."""
+def _score_moves(
+    before: CaseEntry, after: CaseEntry, deltas: Mapping[str, float], score_drift: float | None
+) -> list[dict[str, Any]]:
+    """Each id in both lists whose score moved, with both scores as served, largest move first
+    (equal moves in the newer run's order); ``drifted``: its move is over ``score_drift``
+    (never, when the threshold is unknown)."""
+    old, new = _first_scores(before), _first_scores(after)
+    rank = {doc: i for i, doc in enumerate(new)}
+    moves = []
+    for doc, delta in deltas.items():
+        if abs(delta) <= _EPS:
+            continue
+        drifted = score_drift is not None and abs(delta) > score_drift + _OVER
+        moves.append(
+            {"id": doc, "from": old[doc], "to": new[doc], "delta": delta, "drifted": drifted}
+        )
+    # Rounded to _EPS: a shift of all scores by 0.15 moves each by 0.15 give or take 1e-16.
+    return sorted(moves, key=lambda m: (-round(abs(m["delta"]), 9), rank[m["id"]]))
+
+
+def _first_scores(entry: CaseEntry) -> dict[str, float | None]:
+    """Each id's score where it first ranks, as ``compare_lists`` pairs them."""
+    found: dict[str, float | None] = {}
+    for doc, score in zip(entry.ids, _scores(entry), strict=True):
+        found.setdefault(doc, score)
+    return found
+
+
+def _query_cosine(before: CaseEntry, after: CaseEntry, measured: bool) -> float | Absent | None:
+    """The cosine of the case's query vectors in the two runs; None for vectors of other
+    lengths or a zero vector; ABSENT when it cannot be told.
+
+    From the vectors both reports hold, while the query is the one both were made for; else
+    the later report's own ``embedding_cosine`` when ``measured`` (the later run was compared
+    with the earlier one). Storage keeps vectors only for baselines and each pair's newest run.
+    """
+    if before.query == after.query:
+        old, new = before.vector(), after.vector()
+        if old is not None and new is not None:
+            return cosine(old, new)
+    return after.embedding_cosine if measured else ABSENT
+
+
+def diff_case(
+    before: CaseEntry,
+    after: CaseEntry,
+    k: int,
+    score_drift: float | None = None,
+    measured: bool = False,
+) -> dict[str, Any]:
+    """How one case moved between two report entries of it; ``score_drift`` flags the score
+    moves over it, ``measured``: the later entry's ``embedding_cosine`` is against ``before``."""
     comparison = compare_lists(
         list(before.ids), _scores(before), list(after.ids), _scores(after), k=k
     )
-    return {
+    lost = after.vs_baseline.lost if after.vs_baseline is not None else None
+    why = {gone.id: gone.why for gone in lost or ()}
+    left = []
+    for e in comparison.left:
+        entry: dict[str, Any] = {"id": e.id, "rank": e.rank, "score": e.score}
+        if e.id in why:  # the later run's diagnosis of a judged id it lost
+            entry["why"] = why[e.id]
+        left.append(entry)
+    found = {
         "id": after.id,
         "query": after.query,
         "outcome": {"from": before.outcome, "to": after.outcome},
         "metrics": _changes(before.metrics, after.metrics),
         "rbo": comparison.rbo,
         "entered": [{"id": e.id, "rank": e.rank, "score": e.score} for e in comparison.entered],
-        "left": [{"id": e.id, "rank": e.rank, "score": e.score} for e in comparison.left],
+        "left": left,
         "moves": [{"id": m.id, "from": m.before, "to": m.after} for m in comparison.moves],
         "score_deltas": dict(comparison.score_deltas),
         "top_score_delta": comparison.top1_delta,
+        "score_moves": _score_moves(before, after, comparison.score_deltas, score_drift),
     }
+    vectors = _query_cosine(before, after, measured)
+    if not isinstance(vectors, Absent):
+        found["embedding_cosine"] = vectors
+        found["embedding_moved"] = vectors is None or vectors < CHANGED_BELOW
+    return found
 
 
 def _changed(case: Mapping[str, Any]) -> bool:
@@ -58,6 +126,7 @@ def _changed(case: Mapping[str, Any]) -> bool:
         or case["moves"]
         or case["outcome"]["from"] != case["outcome"]["to"]
         or any(abs(d) > _EPS for d in case["score_deltas"].values())
+        or case.get("embedding_moved", False)
     )
 
 
@@ -76,6 +145,8 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "coverage": report.coverage,
         "reasons": reason_lines(report),
         "unanswered": report.unanswered(),
+        # The run its report was compared with: what its lost ids' `why` is measured against.
+        "baseline_run_id": report.baseline.run_id if report.baseline is not None else None,
         # Which layer broke (docs/report.md, "diagnosis"); None for a report older than it.
         "diagnosis": (
             {"cause": report.diagnosis.cause, "summary": report.diagnosis.summary}
@@ -95,6 +166,7 @@ def diff_reports(
     after: RunReport,
     k: int | None = None,
     relevant: Mapping[str, Collection[str]] | None = None,
+    score_drift: float | None = None,
 ) -> dict[str, Any]:
     """Everything that changed from run ``before`` to run ``after``, worst cases first.
 
@@ -102,14 +174,23 @@ def diff_reports(
     Cases present in only one run are listed by id under ``added``/``removed``. ``relevant``
     (case id -> its relevant ids) marks each id that entered or left with ``relevant``; an
     id that left is marked ``stale``: ``missing`` (left the index), ``not_returned`` or None,
-    when the newer run knew its stale labels.
+    when the newer run knew its stale labels; and with ``why`` when the newer run's diagnosis
+    named why it lost that id. ``score_drift`` (the suite's ``thresholds.score_drift``) flags
+    each case's score moves over it as ``drifted``.
     """
     old = {c.id: c for c in before.cases}
     new = {c.id: c for c in after.cases}
     depth = k or max([len(c.ids) for c in (*old.values(), *new.values())], default=1)
     # An unanswered run has no lists to compare: every id would look as if it left.
     outage = after.outcome == "unavailable"
-    cases = [] if outage else [diff_case(old[i], new[i], max(depth, 1)) for i in new if i in old]
+    measured = after.baseline is not None and after.baseline.run_id == before.run_id
+    cases = (
+        []
+        if outage
+        else [
+            diff_case(old[i], new[i], max(depth, 1), score_drift, measured) for i in new if i in old
+        ]
+    )
     changed = sorted((c for c in cases if _changed(c)), key=_severity)
     if relevant is not None:
         for case in changed:
@@ -134,6 +215,8 @@ def diff_reports(
         "from": run_summary(before),
         "to": run_summary(after),
         "outage": outage,
+        # What flags a score move (`drifted`) and a query vector (`embedding_moved`).
+        "thresholds": {"score_drift": score_drift, "embedding_changed_below": CHANGED_BELOW},
         "metrics": _changes(before.metrics, after.metrics),
         "cases": changed,
         "unchanged": len(cases) - len(changed),

@@ -39,14 +39,16 @@ def run_diff(
     to_run: str | None = None,
     k: int | None = None,
     relevant: Mapping[str, Collection[str]] | None = None,
+    score_drift: float | None = None,
 ) -> dict[str, Any]:
     """Diff two stored runs; by default the pinned baseline (else the previous run) to the last.
 
     By default the last answered run is diffed; when the newest run of all was an outage, the
-    diff says so under ``newest_outage`` rather than looking all clear.
+    diff says so under ``newest_outage`` rather than looking all clear. ``score_drift``: the
+    suite's threshold, which flags the score moves over it.
     """
     before, after, newest_outage = diff_runs(store, suite, target, from_run, to_run)
-    diff = diff_reports(before, after, k, relevant)
+    diff = diff_reports(before, after, k, relevant, score_drift)
     diff["newest_outage"] = newest_outage
     return diff
 

@@ -204,6 +204,9 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
             _fmt(case["top_score_delta"], signed=True),
         )
     parts.append(cases)
+    drift = drift_table(diff["cases"][:limit], diff.get("thresholds") or {})
+    if drift is not None:
+        parts.append(drift)
     if len(diff["cases"]) > limit:
         parts.append(Text(f"… and {len(diff['cases']) - limit} more (--json shows all)"))
     for label in ("added", "removed"):
@@ -231,7 +234,59 @@ def _entry(entry: Mapping[str, Any]) -> str:
     score = f" {entry['score']:.3f}" if isinstance(entry.get("score"), float) else ""
     star = "★" if entry.get("relevant") else ""
     mark, _ = _STALE_MARKS.get(str(entry.get("stale")), ("", ""))
-    return f"{star}{entry['id']}{mark} (#{entry['rank']}{score})"
+    why = f": {entry['why']}" if entry.get("why") else ""  # why the newer run lost it
+    return f"{star}{entry['id']}{mark} (#{entry['rank']}{score}){why}"
+
+
+MOVES_SHOWN = 5  # score moves per case in the terminal, largest first; --json has them all
+
+
+def drift_table(cases: Sequence[Mapping[str, Any]], thresholds: Mapping[str, Any]) -> Table | None:
+    """Per changed case, its query vectors' cosine and its ids' score moves (before → after,
+    Δ; `!` over the suite's score_drift); None when no case has either."""
+    rows = [c for c in cases if c.get("score_moves") or "embedding_cosine" in c]
+    if not rows:
+        return None
+    limit = thresholds.get("score_drift")
+    flag = f"! over score_drift {limit}; " if limit is not None else ""
+    table = Table(
+        title=f"score and query-vector drift ({flag}--json has the exact scores)",
+        title_justify="left",
+    )
+    vectors = any("embedding_cosine" in c for c in rows)
+    for col in ("case", "query vector cos", "score moves"):
+        if vectors or col != "query vector cos":
+            table.add_column(col, overflow="fold")
+    for case in rows:
+        moves = list(case.get("score_moves") or ())
+        shown = [_move(m) for m in moves[:MOVES_SHOWN]]
+        if len(moves) > MOVES_SHOWN:
+            shown.append(Text(f"+{len(moves) - MOVES_SHOWN} more"))
+        cosine = [_cosine(case)] if vectors else []
+        table.add_row(case["id"], *cosine, Text(", ").join(shown))
+    return table
+
+
+def _move(move: Mapping[str, Any]) -> Text:
+    """``doc-2 0.8100→0.7000 -0.1100!``: an id's score in the two runs and how far it moved."""
+    text = f"{move['id']} {_fmt(move['from'])}→{_fmt(move['to'])} {_delta(move['delta'])}"
+    return Text(text + "!", style="red") if move.get("drifted") else Text(text)
+
+
+def _delta(value: Any) -> str:
+    """A move to 4 decimals, or in scientific notation when smaller: never shown as 0."""
+    if isinstance(value, float) and value != 0 and abs(value) < 5e-5:
+        return f"{value:+.1e}"
+    return _fmt(value, signed=True)
+
+
+def _cosine(case: Mapping[str, Any]) -> Text:
+    if "embedding_cosine" not in case:
+        return Text("-")
+    value = case["embedding_cosine"]
+    # None: vectors of different lengths (another model) or a zero vector.
+    shown = f"{value:.6f}" if isinstance(value, float) else "none"
+    return Text(f"{shown} moved", style="red") if case.get("embedding_moved") else Text(shown)
 
 
 def _run_lines(label: str, run: Mapping[str, Any]) -> list[Text]:

@@ -170,8 +170,9 @@ class DaemonService:
         config = in_force.config.suites.get(suite)
         loaded = in_force.suites.get(suite)
         depth = config.depth if config is not None else None
+        drift = config.thresholds.score_drift if config is not None else None
         relevant = relevant_ids(loaded.cases) if loaded is not None else None
-        return run_diff(self._store, suite, target, from_run, to_run, depth, relevant)
+        return run_diff(self._store, suite, target, from_run, to_run, depth, relevant, drift)
 
     def diff_inputs(
         self, suite: str, target: str, from_run: str | None, to_run: str | None

@@ -1,14 +1,26 @@
-"""The diff page's content: per changed case, the two top-k lists side by side, marked."""
+"""The diff page's content: per changed case, the two top-k lists side by side, marked, with
+the case's score moves, its query vector's cosine and why the newer run lost each lost id."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ragcanary.measure.run_report import CaseEntry, RunReport
+from ragcanary.measure.run_report import ABSENT, Absent, CaseEntry, RunReport
 
 PAGE_CASES = 25  # changed cases per page: each shows two lists of up to `depth` ids
+
+# A lost id's `why` (docs/report.md, "diagnosis") in words, for its mark on the page.
+WHY_TEXT: Mapping[str, str] = {
+    "id_renamed": "renamed",
+    "not_in_index": "not in the index",
+    "query_moved": "query vector moved",
+    "ann_miss": "ANN miss",
+    "doc_changed": "document changed",
+    "outranked": "outranked",
+    "unknown": "unknown",
+}
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,8 @@ class Slot:
     other_rank: int | None  # its rank on the other side
     score_delta: float | None  # after - before, when it is on both sides
     stale: str | None = None  # a relevant id that is a stale label: why, in words
+    drifted: bool = False  # its score moved over the suite's score_drift
+    why: str | None = None  # a lost id: why the newer run lost it (a diagnosis `why`)
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,17 @@ class CaseDiff:
     left: list[Mapping[str, Any]]
     entered: list[Mapping[str, Any]]
     stale: Mapping[str, str]  # the case's stale labels in the later run: id -> why, in words
+    # Ids in both runs whose score moved ({"id", "from", "to", "delta", "drifted"}), largest
+    # move first; the cosine of the two query vectors, ABSENT when not known, and if it moved.
+    score_moves: list[Mapping[str, Any]] = field(default_factory=list)
+    embedding_cosine: float | Absent | None = ABSENT
+    embedding_moved: bool = False
+    why: Mapping[str, str] = field(default_factory=dict)  # lost id -> why the newer run lost it
+
+    @property
+    def vectors_compared(self) -> bool:
+        """Whether the two runs' query vectors of the case could be compared."""
+        return not isinstance(self.embedding_cosine, Absent)
 
 
 def _ranked(entry: CaseEntry | None, depth: int) -> list[tuple[str, float | None]]:
@@ -67,6 +92,8 @@ def _side(
     absent: str,
     before: bool,
     stale: Mapping[str, str],
+    drifted: Collection[str] = (),
+    why: Mapping[str, str] | None = None,
 ) -> list[Slot]:
     ranks = {doc: rank for rank, (doc, _) in enumerate(other, start=1)}
     scores = dict(other)
@@ -80,8 +107,21 @@ def _side(
             delta = (other_score - score) if before else (score - other_score)
         change = absent if other_rank is None else ("kept" if other_rank == rank else "moved")
         marked = doc in relevant
-        why = stale.get(doc) if marked else None
-        slots.append(Slot(rank, doc, score, marked, change, other_rank, delta, why))
+        lost = (why or {}).get(doc) if change == "left" else None
+        slots.append(
+            Slot(
+                rank,
+                doc,
+                score,
+                marked,
+                change,
+                other_rank,
+                delta,
+                stale.get(doc) if marked else None,
+                doc in drifted,
+                lost,
+            )
+        )
     return slots
 
 
@@ -103,6 +143,9 @@ def case_diffs(
         first, second = _ranked(old.get(case_id), depth), _ranked(new.get(case_id), depth)
         marked = relevant.get(case_id, ())
         gone = (stale or {}).get(case_id, {})
+        moves = list(case.get("score_moves", ()))
+        drifted = {str(m["id"]) for m in moves if m.get("drifted")}
+        why = {str(e["id"]): str(e["why"]) for e in case["left"] if e.get("why")}
         out.append(
             CaseDiff(
                 id=case_id,
@@ -112,11 +155,15 @@ def case_diffs(
                 metrics=case["metrics"],
                 rbo=case.get("rbo"),
                 top_score_delta=case.get("top_score_delta"),
-                before=_side(first, second, marked, "left", before=True, stale=gone),
-                after=_side(second, first, marked, "entered", before=False, stale=gone),
+                before=_side(first, second, marked, "left", True, gone, drifted, why),
+                after=_side(second, first, marked, "entered", False, gone, drifted),
                 left=case["left"],
                 entered=case["entered"],
                 stale=gone,
+                score_moves=moves,
+                embedding_cosine=case.get("embedding_cosine", ABSENT),
+                embedding_moved=bool(case.get("embedding_moved")),
+                why=why,
             )
         )
     return out

@@ -35,6 +35,16 @@ def signed(value: Any, digits: int = 3) -> str:
     return (f"{value:+.{digits}f}").replace("-", MINUS)
 
 
+def moved(value: Any, digits: int = 4) -> str:
+    """A delta that moved, signed to ``digits`` decimals; one too small for them in scientific
+    notation (+3.2e-06), so that a move never reads as 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return "\u2014"
+    if value != 0 and abs(value) < 0.5 * 10**-digits:
+        return f"{value:+.1e}".replace("-", MINUS)
+    return signed(value, digits)
+
+
 def percent(value: Any) -> str:
     """A share (coverage) as a percentage."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -146,7 +156,13 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        number=number, signed=signed, percent=percent, when=when, span=span, sparkline=sparkline
+        number=number,
+        signed=signed,
+        moved=moved,
+        percent=percent,
+        when=when,
+        span=span,
+        sparkline=sparkline,
     )
     env.globals.update(version=__version__, query_string=query_string)
     return env

@@ -257,7 +257,7 @@ def diff(
     except UsageError as error:
         raise PageError(404, "Nothing to diff", str(error)) from None
     before, after, relevant = inputs.before, inputs.after, inputs.relevant
-    diff = diff_reports(before, after, config.depth, relevant)
+    diff = diff_reports(before, after, config.depth, relevant, config.thresholds.score_drift)
     diff["newest_outage"] = inputs.newest_outage
     found = stalepage.labels_of(after.stale_labels, config.stale_label_runs)
     stale = stalepage.by_case(found)  # what the later run knew, as the diff's marks say
@@ -281,6 +281,7 @@ def diff(
         "depth": config.depth,
         "diff": diff,
         "cases": diffpage.case_diffs(shown, before, after, config.depth, relevant, stale),
+        "why_text": diffpage.WHY_TEXT,
         "stale_runs": config.stale_label_runs,
         "stale_at": stale_at,  # case -> id that left the index -> when the index said so
         "pages": pages,
