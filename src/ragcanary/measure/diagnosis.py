@@ -443,20 +443,18 @@ def _listed(names: Sequence[str]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
+# What happened to the judged documents a lost-id cause accounts for, as its summary says it.
+SUMMARIES: Mapping[Cause, str] = {
+    "index_lost": "left the index",
+    "ids_changed": "came back under another id",
+    "query_embedding": "lost after the query vectors moved",
+    "ann_miss": "missed by the approximate search although in the index",
+    "index_changed": "changed in the index (re-chunked or re-embedded)",
+    "outranked": "outranked by other documents",
+}
+
+
 def _summary(cause: CauseEvidence) -> str:
-    ids = _listed(cause.ids)
     n = len(cause.ids)
-    documents = f"{n} judged document{'s' if n != 1 else ''}"
-    if cause.cause == "index_lost":
-        return f"{documents} left the index: {ids}"
-    if cause.cause == "ids_changed":
-        return f"{documents} came back under another id: {ids}"
-    if cause.cause == "query_embedding":
-        return f"{documents} lost after the query vectors moved: {ids}"
-    if cause.cause == "ann_miss":
-        return f"{documents} missed by the approximate search although in the index: {ids}"
-    if cause.cause == "index_changed":
-        return f"{documents} changed in the index (re-chunked or re-embedded): {ids}"
-    if cause.cause == "outranked":
-        return f"{documents} outranked by other documents: {ids}"
-    return f"{documents} lost: {ids}"
+    what = SUMMARIES.get(cause.cause, "lost")
+    return f"{n} judged document{'s' if n != 1 else ''} {what}: {_listed(cause.ids)}"
