@@ -50,8 +50,9 @@ from render import section, table
 from ragcanary.config.model import SuiteConfig, Thresholds
 from ragcanary.demo import retriever as demo
 from ragcanary.measure.cases import Suite
-from ragcanary.measure.diagnosis import Cause, IndexEvidence
+from ragcanary.measure.diagnosis import Cause
 from ragcanary.measure.evaluation import Evaluation, evaluate
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import CaseResult, RunResult
 from ragcanary.measure.run_report import baseline_run, build_report
 from ragcanary.probe.evidence import index_evidence

@@ -27,7 +27,8 @@ from alert_contract import ALERTS
 from prometheus_client import generate_latest
 
 from ragcanary.cli.app import app as cli_app
-from ragcanary.measure.diagnosis import AnnRecall, CauseEvidence, Checked, Diagnosis, LostId
+from ragcanary.measure.diagnosis import CauseEvidence, Checked, Diagnosis
+from ragcanary.measure.lost_ids import AnnRecall, LostId
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import (
     BaselineComparison,

@@ -10,18 +10,17 @@ import pytest
 from factories import answer, case, run
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.measure.diagnosis import (
+from ragcanary.measure.diagnosis import Diagnosis, diagnose
+from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.lost_ids import (
     AnnRecall,
-    Diagnosis,
     IndexEvidence,
     LostId,
     Ranking,
     ann_recall,
-    diagnose,
     lost_ids,
     normalised,
 )
-from ragcanary.measure.evaluation import evaluate
 from ragcanary.measure.report_json import marshal, unmarshal
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import build_report

@@ -10,9 +10,9 @@ import pytest
 from factories import answer, case, run
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.endpoints import EndpointRun, compare_endpoints
 from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.report_json import marshal, unmarshal
 from ragcanary.measure.results import Outcome, RunResult
 from ragcanary.measure.run_report import ABSENT, build_report

@@ -12,8 +12,9 @@ import pytest
 from factories import answer, case, case_entry, report_data, run
 
 from ragcanary.config.model import SuiteConfig
-from ragcanary.measure.diagnosis import AnnRecall, Diagnosis
+from ragcanary.measure.diagnosis import Diagnosis
 from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.lost_ids import AnnRecall
 from ragcanary.measure.report_json import REQUIRED, marshal, missing_keys, unmarshal
 from ragcanary.measure.results import OUTCOMES, RunResult
 from ragcanary.measure.run_report import (

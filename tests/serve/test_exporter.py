@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from ragcanary.measure.diagnosis import AnnRecall, Diagnosis
+from ragcanary.measure.diagnosis import Diagnosis
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.lost_ids import AnnRecall
 from ragcanary.measure.report_json import unmarshal
 from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.run_report import (

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from retrievers import FakeRetriever, target_entry
 
-from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.endpoints import EndpointRun
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.serve.daemon import Daemon, JobKey, suite_pairs
 from ragcanary.serve.http.api import create_app

@@ -5,15 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ragcanary.measure.diagnosis import (
-    Diagnosis,
-    IndexEvidence,
-    LostId,
-    Ranking,
-    ann_recall,
-    diagnose,
-    lost_ids,
-)
+from ragcanary.measure.diagnosis import Diagnosis, diagnose
 from ragcanary.measure.drift import Drift, align_run, compare_runs
 from ragcanary.measure.endpoints import (
     DEFAULT_MIN_OVERLAP,
@@ -21,6 +13,7 @@ from ragcanary.measure.endpoints import (
     EndpointRun,
     compare_endpoints,
 )
+from ragcanary.measure.lost_ids import IndexEvidence, LostId, Ranking, ann_recall, lost_ids
 from ragcanary.measure.misread import Misread, misread
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import RunScores, score_run

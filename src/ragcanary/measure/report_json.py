@@ -16,16 +16,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, get_args
 
-from ragcanary.measure.diagnosis import (
-    CAUSES,
-    AnnRecall,
-    Cause,
-    CauseEvidence,
-    Checked,
-    Diagnosis,
-    LostId,
-    Why,
-)
+from ragcanary.measure.diagnosis import CAUSES, Cause, CauseEvidence, Checked, Diagnosis
+from ragcanary.measure.lost_ids import AnnRecall, LostId, Why
 from ragcanary.measure.run_report import (
     ABSENT,
     Absent,

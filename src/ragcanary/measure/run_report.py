@@ -27,9 +27,10 @@ from datetime import datetime, timedelta
 from ragcanary.measure.absent import ABSENT as ABSENT
 from ragcanary.measure.absent import Absent as Absent
 from ragcanary.measure.cases import Suite
-from ragcanary.measure.diagnosis import Diagnosis, LostId
+from ragcanary.measure.diagnosis import Diagnosis
 from ragcanary.measure.endpoints import EndpointComparison
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.lost_ids import LostId
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.measure.vector_text import decode_vector, encode_vector
 from ragcanary.measure.verdict import Failure, Regression

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.stale import left_by_case
 

@@ -22,7 +22,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from ragcanary.errors import ConfigError
 from ragcanary.logs import RedactSecrets
-from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import RunClaim, RunReport
 from ragcanary.probe.cycle import probe_cycle

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.config.target import TargetConfig
-from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.endpoints import EndpointRun
 from ragcanary.measure.evaluation import Evaluation, evaluate
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.settings import Settings
 from ragcanary.measure.verdict import Policy

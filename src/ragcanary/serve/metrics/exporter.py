@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 import ragcanary
-from ragcanary.measure.diagnosis import AnnRecall
+from ragcanary.measure.lost_ids import AnnRecall
 from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.run_report import Absent, CaseEntry, RunReport
 from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text

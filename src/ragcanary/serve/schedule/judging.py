@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ragcanary.measure.cases import Suite
-from ragcanary.measure.diagnosis import IndexEvidence
 from ragcanary.measure.endpoints import EndpointRun
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import RunReport, baseline_run, build_report
 from ragcanary.store.keeper import KeptReport

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import structlog
 
-from ragcanary.measure.diagnosis import IndexEvidence
+from ragcanary.measure.lost_ids import IndexEvidence
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import IndexLookup, StaleLabelEntry
 from ragcanary.measure.stale import left_top_k, relevant_ids, stale_labels
