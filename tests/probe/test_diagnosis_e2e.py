@@ -715,3 +715,30 @@ def test_a_chroma_replica_that_lost_rows_is_named_divergent(
     assert len(divergent) == 1
     assert "q2" in divergent[0]["cases"]
     assert "endpoint replica" in divergent[0]["evidence"]
+
+
+@pytest.fixture
+def swappable() -> Iterator[EmbeddingServer]:
+    """An embedding endpoint of the test's own, whose model can be swapped behind its name."""
+    with EmbeddingServer(dimensions=DIMENSIONS) as server:
+        yield server
+
+
+def test_query_vectors_from_another_model_are_named_query_embedding(
+    index: Index, swappable: EmbeddingServer, tmp_path: Path
+) -> None:
+    """The endpoint serves another model under the same name: every canary's query vector
+    moves, the documents stay; the run names the query side, not the index."""
+    config = _config(tmp_path, index, swappable.url)
+    _healthy(config)
+    swappable.model = "toy-2"
+    now = _run(config, "now.json", "--baseline", "healthy.json")
+
+    assert now.code == 1, now.output
+    diagnosis = now.report["diagnosis"]
+    assert diagnosis["cause"] == "query_embedding", diagnosis
+    assert now.report["baseline"]["embedding_drift"] > 0.5
+    lost = {item["why"] for case in now.report["cases"] for item in case["vs_baseline"]["lost"]}
+    assert lost == {"query_moved"}
+    assert now.lost_failures() == []
+    assert now.line_after_verdict().startswith("cause query_embedding: "), now.output

@@ -275,6 +275,7 @@ def test_a_stopped_chroma_is_unavailable(
     assert result.exit_code == 3, result.output
     assert report["outcome"] == "unavailable"
     assert report["counts"]["outcomes"]["connect_error"] == len(CASES)
+    assert report["diagnosis"]["cause"] == "outage"
 
 
 def test_swapping_the_model_behind_the_endpoint_moves_embedding_drift(
