@@ -739,8 +739,10 @@ NOTES = (
     "are caught by the drop they cause. A score shift loses no document and fails runs only "
     "at times: they lost ids to the jitter once drifted scores excuse no reordering "
     "(`ann_miss`: their exact score ranks them inside the top-k) or crossed min_score, so no "
-    "one cause is expected of it. A run that passes has cause `none` even with its scores "
-    "drifted: the diagnosis names a layer for a failing run or moved query vectors."
+    "one cause is expected of it. A run that passes has cause `none` unless it crossed a "
+    "drift threshold: a shifted run whose scores moved beyond score_drift on over half its "
+    "(query, document) pairs, its query vectors unmoved, names `index_changed` even when it "
+    "passes (the line RagCanaryScoreDrift fires on)."
 )
 
 
