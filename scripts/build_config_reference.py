@@ -254,7 +254,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         " a query, one id at a time within `rate_limit`: in a run for the judged ids that left"
         " their canary's top-k, in `validate --live` and the daemon's stale-label check for"
         " every relevant id (more than 1000 at once are not asked). Any other answer makes the"
-        " whole lookup \"cannot tell\". It lets the diagnosis name `index_lost` and the stale"
+        ' whole lookup "cannot tell". It lets the diagnosis name `index_lost` and the stale'
         " labels `missing`.",
         '"/docs/{id}"',
     ),
