@@ -45,6 +45,7 @@ BENCHMARKS = (
     "evaluation",
     "metrics",
     "history",
+    "storage",
     "ui",
     "detection",
     "intake",
