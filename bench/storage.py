@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy
+from history import POSTGRES_URL, postgres_unreachable
 from render import section, table
 from sqlalchemy.pool import NullPool
 
@@ -52,9 +53,6 @@ QUICK = {"canaries": 50, "runs": 20}
 GOALS = {"unchanged": 100.0, "changed": 600.0}
 # docs/performance.md's scale: 1,000 canaries every 5 minutes for 30 days.
 MONTH_CANARY_RUNS = 1000 * 30 * 86_400 // 300
-POSTGRES_URL = os.environ.get(
-    "RAGCANARY_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 BACKENDS = ("sqlite", "postgresql")
 
 
@@ -186,22 +184,6 @@ def measure(backend: str, canaries: int, runs: int, share: float) -> dict[str, A
         "bytes_after": after,
         "per_canary_run": round((after - before) / (canaries * runs), 1),
     }
-
-
-def postgres_unreachable() -> str | None:
-    """Why the benchmark's PostgreSQL cannot be used, or None when it can."""
-    engine = sqlalchemy.create_engine(
-        POSTGRES_URL, poolclass=NullPool, connect_args={"connect_timeout": 3}
-    )
-    try:
-        with engine.connect() as conn:
-            conn.execute(sqlalchemy.text("SELECT 1"))
-    except sqlalchemy.exc.SQLAlchemyError as error:
-        first = str(getattr(error, "orig", error)).strip().splitlines()[0]
-        return f"PostgreSQL is not reachable at {POSTGRES_URL} ({first})"
-    finally:
-        engine.dispose()
-    return None
 
 
 def run(
