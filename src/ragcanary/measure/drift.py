@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from statistics import fmean, median
 
 from ragcanary.measure.comparison import ListComparison, align_ties, compare_lists
-from ragcanary.measure.results import RunResult, ScoreOrder
+from ragcanary.measure.results import RunResult, ScoreOrder, answered_in_both
 
 # Scaled by this, the mean absolute deviation estimates a normal spread's standard deviation.
 _MEAN_DEVIATION_TO_SD = math.sqrt(math.pi / 2)
@@ -48,12 +48,8 @@ def compare_runs(
     current: RunResult, baseline: RunResult, depth: int, drift_threshold: float
 ) -> Drift:
     """Compare every case answered in both runs; label-free cases count here too."""
-    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
     per_case: dict[str, ListComparison] = {}
-    for result in current.results:
-        old = before.get(result.case.id)
-        if old is None or not result.answer.answered:
-            continue
+    for result, old in answered_in_both(current, baseline):
         per_case[result.case.id] = compare_lists(
             old.ids, old.scores, result.answer.ids, result.answer.scores, k=depth
         )

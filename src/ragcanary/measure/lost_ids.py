@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from ragcanary.measure.results import Answer, RunResult, ScoreOrder
+from ragcanary.measure.results import Answer, RunResult, ScoreOrder, answered_in_both
+from ragcanary.measure.stale import relevant_left
 from ragcanary.measure.vectors import CHANGED_BELOW, EmbeddingDrift
 
 Why = Literal[
@@ -98,21 +99,15 @@ def lost_ids(
     baseline returned and this run did not, with the first reason the evidence gives."""
     if baseline is None:
         return {}
-    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
     cosines = embedding.per_case if embedding is not None else {}
     exact = evidence.exact or {}
     out: dict[str, tuple[LostId, ...]] = {}
-    for result in run.results:
-        earlier = before.get(result.case.id)
-        if earlier is None or not result.answer.answered:
-            continue
-        now, held = set(result.answer.ids), set(earlier.ids)
+    for result, earlier in answered_in_both(run, baseline):
+        held = set(earlier.ids)
         entered = {normalised(doc) for doc in result.answer.ids if doc not in held}
         scored = exact.get(result.case.id, {})
         lost = []
-        for doc, grade in (result.case.relevant or {}).items():
-            if grade <= 0 or doc not in held or doc in now:
-                continue
+        for doc in relevant_left(result.case, earlier, result.answer):
             why = _why(doc, entered, evidence, result.case.id, cosines)
             if why == "unknown" and doc in scored:
                 why = _scored(scored[doc], result.answer, _score_of(earlier, doc), ranking)
@@ -134,12 +129,8 @@ def ann_recall(
         return None
     if any(item.why == "unknown" for items in lost.values() for item in items):
         return None
-    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
     pairs = 0
-    for result in run.results:
-        earlier = before.get(result.case.id)
-        if earlier is None or not result.answer.answered:
-            continue
+    for result, earlier in answered_in_both(run, baseline):
         returned = set(earlier.ids[:depth])
         relevant = (result.case.relevant or {}).items()
         pairs += sum(1 for doc, grade in relevant if grade > 0 and doc in returned)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
@@ -89,3 +90,13 @@ class RunResult:
         if not self.results:
             return 1.0
         return sum(r.answer.answered for r in self.results) / len(self.results)
+
+
+def answered_in_both(run: RunResult, baseline: RunResult) -> Iterator[tuple[CaseResult, Answer]]:
+    """Each result of ``run`` answered in both runs, in ``run``'s order, with the baseline's
+    answer to the same case: an unanswered query says nothing to compare."""
+    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
+    for result in run.results:
+        earlier = before.get(result.case.id)
+        if earlier is not None and result.answer.answered:
+            yield result, earlier

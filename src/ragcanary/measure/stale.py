@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragcanary.measure.cases import Case
-from ragcanary.measure.results import RunResult
+from ragcanary.measure.results import Answer, RunResult, answered_in_both
 
 Reason = Literal["not_returned", "missing"]
 
@@ -49,22 +49,20 @@ def left_by_case(run: RunResult, baseline: RunResult | None) -> dict[str, list[s
     that lost none are left out."""
     if baseline is None:
         return {}
-    before = {r.case.id: r.answer for r in baseline.results if r.answer.answered}
     left: dict[str, list[str]] = {}
-    for result in run.results:
-        earlier = before.get(result.case.id)
-        if earlier is None or not result.answer.answered:
-            continue
-        now = set(result.answer.ids)
-        held = set(earlier.ids)
-        lost = [
-            doc
-            for doc, grade in (result.case.relevant or {}).items()
-            if grade > 0 and doc in held and doc not in now
-        ]
+    for result, earlier in answered_in_both(run, baseline):
+        lost = relevant_left(result.case, earlier, result.answer)
         if lost:
             left[result.case.id] = lost
     return left
+
+
+def relevant_left(case: Case, before: Answer, now: Answer) -> list[str]:
+    """The relevant ids (grade above 0) of ``case`` that ``before`` returned and ``now`` did
+    not, in the case's label order."""
+    held, kept = set(before.ids), set(now.ids)
+    relevant = (case.relevant or {}).items()
+    return [doc for doc, grade in relevant if grade > 0 and doc in held and doc not in kept]
 
 
 def stale_labels(
