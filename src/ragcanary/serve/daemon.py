@@ -7,11 +7,11 @@ import contextlib
 import os
 import random
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import structlog
@@ -28,7 +28,7 @@ from ragcanary.measure.run_report import RunClaim, RunReport
 from ragcanary.probe.cycle import probe_cycle
 from ragcanary.probe.endpoints import ask_endpoints
 from ragcanary.probe.evidence import index_evidence
-from ragcanary.probe.presets import make_target
+from ragcanary.probe.presets import PresetTarget, make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
@@ -61,6 +61,8 @@ from ragcanary.threads import run_in
 log = structlog.get_logger("ragcanary")
 
 STORAGE_CLOSE_S = 5.0  # at shutdown: storing what waits, then spooling the rest
+
+T = TypeVar("T")
 
 
 class Daemon:
@@ -467,24 +469,22 @@ class Daemon:
     ) -> IndexEvidence:
         """What the index of ``pair``'s target says now of the ids that left their top-k
         (``probe.evidence``), asked on the target's client and within its concurrency."""
-        name = pair[1]
-        config = self.loaded.config.targets[name]
-        target = make_target(name, config, self._client(name), Redactor(self.loaded.secrets))
-        try:
-            async with self._gate(name).slots:
-                return await index_evidence(target, run, baseline, self.stale.index_checks.now)
-        finally:
-            await target.aclose()
+        now = self.stale.index_checks.now
+        return await self._ask_index(pair[1], lambda t: index_evidence(t, run, baseline, now))
 
     async def _look_up(self, pair: tuple[str, str], ids: list[str]) -> set[str] | None:
         """Which of ``ids`` the index of ``pair``'s target no longer holds (None: it cannot
         tell), asked on the target's client and within its concurrency."""
-        name = pair[1]
+        return await self._ask_index(pair[1], lambda target: target.missing(ids))
+
+    async def _ask_index(self, name: str, ask: Callable[[PresetTarget], Awaitable[T]]) -> T:
+        """``ask`` of target ``name``, made for it on the target's client and holding one of
+        its concurrency slots; the target is closed after."""
         config = self.loaded.config.targets[name]
         target = make_target(name, config, self._client(name), Redactor(self.loaded.secrets))
         try:
             async with self._gate(name).slots:
-                return await target.missing(ids)
+                return await ask(target)
         finally:
             await target.aclose()
 
