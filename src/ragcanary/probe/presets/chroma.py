@@ -11,8 +11,7 @@ approximately only, so this is how far the id really is from the query.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -28,32 +27,14 @@ from ragcanary.probe.presets.lookup import (
     missing_in_batches,
     scalar,
 )
+from ragcanary.probe.presets.vectors import Metric, best_scores, cosine, dot, squared_l2
 from ragcanary.probe.retries import QueryFailed
 
-
-def _l2(a: Sequence[float], b: Sequence[float]) -> float:
-    """Chroma's ``l2``: the squared Euclidean distance."""
-    return math.fsum((x - y) ** 2 for x, y in zip(a, b, strict=True))
-
-
-def _ip(a: Sequence[float], b: Sequence[float]) -> float:
-    """Chroma's ``ip``: one minus the inner product."""
-    return 1.0 - math.fsum(x * y for x, y in zip(a, b, strict=True))
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Chroma's ``cosine``: one minus the cosine similarity."""
-    norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
-    if norms == 0:
-        raise QueryFailed("bad_response", "a zero vector has no cosine distance")
-    return 1.0 - math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms
-
-
-# A collection's distance ("space") as Chroma computes it.
-SPACES: Mapping[str, Callable[[Sequence[float], Sequence[float]], float]] = {
-    "l2": _l2,
-    "ip": _ip,
-    "cosine": _cosine,
+# A collection's distance ("space") as Chroma computes it: lower is nearer.
+SPACES: Mapping[str, Metric] = {
+    "l2": Metric(squared_l2, lower_is_better=True),
+    "ip": Metric(lambda a, b: 1.0 - dot(a, b), lower_is_better=True),
+    "cosine": Metric(lambda a, b: 1.0 - cosine(a, b), lower_is_better=True),
 }
 
 
@@ -121,26 +102,22 @@ class ChromaTarget(CollectionTarget):
         """Each held id's smallest distance to ``vector`` over its stored vectors (its chunks),
         computed by the collection's space; None for a space this does not know."""
         url = f"{self._collections_url}/{await self._look_up_once()}/get"
-        distance = SPACES.get(self._space or "")
-        if distance is None:
+        metric = SPACES.get(self._space or "")
+        if metric is None:
             return None
-        best: dict[str, float] = {}
-        for doc, stored in await self._vectors(url, ids):
-            if len(stored) != len(vector):
-                raise QueryFailed("bad_response", "a stored vector has another size")
-            score = distance(vector, stored)
-            best[doc] = min(score, best.get(doc, score))
-        return {doc: score for doc, score in best.items() if doc in set(ids)}
+        best = best_scores(await self._vectors(url, ids), vector, metric)
+        wanted = set(ids)
+        return {doc: score for doc, score in best.items() if doc in wanted}
 
-    async def _vectors(self, url: str, ids: list[str]) -> list[tuple[str, list[float]]]:
+    async def _vectors(self, url: str, ids: list[str]) -> list[tuple[str, object]]:
         """(id, stored vector) of every record of ``ids``: by key, or every chunk whose
         metadata field holds one of them, page by page."""
-        found: list[tuple[str, list[float]]] = []
+        found: list[tuple[str, object]] = []
         if self._config.id == "id":
             for start in range(0, len(ids), PAGE):
                 keys = {"ids": ids[start : start + PAGE], "include": ["embeddings"]}
                 _, got = await self._ask(self._post(url, keys))
-                found += zip(map(str, _column(got, "ids")), _vectors(got), strict=True)
+                found += zip(map(str, _column(got, "ids")), _column(got, "embeddings"), strict=True)
             return found
         field = self._config.id.removeprefix("metadata.")
         if field == self._config.id or "." in field:
@@ -154,7 +131,7 @@ class ChromaTarget(CollectionTarget):
             }
             _, got = await self._ask(self._post(url, body))
             rows = _column(got, "metadatas")
-            for row, stored in zip(rows, _vectors(got), strict=True):
+            for row, stored in zip(rows, _column(got, "embeddings"), strict=True):
                 doc = scalar(self._id({"metadata": row}))
                 if doc is not None:
                     found.append((doc, stored))
@@ -174,19 +151,6 @@ def _space(collection: Any) -> str:
     metadata = collection.get("metadata") or {}
     space = metadata.get("hnsw:space") if isinstance(metadata, dict) else None
     return space if isinstance(space, str) else "l2"
-
-
-def _vectors(document: Any) -> list[list[float]]:
-    """The ``embeddings`` column of a ``get`` answer, as lists of floats."""
-    column = _column(document, "embeddings")
-    vectors = []
-    for row in column:
-        if not isinstance(row, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in row
-        ):
-            raise QueryFailed("bad_response", "chroma's get answered an embedding not numbers")
-        vectors.append([float(x) for x in row])
-    return vectors
 
 
 def _hits(document: Any) -> list[dict[str, Any]]:
