@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import httpx
 from jmespath.exceptions import JMESPathError
@@ -50,6 +50,7 @@ from ragcanary.probe.url_lookup import missing_by_url
 from ragcanary.redact import Redactor
 
 MAX_REDIRECTS = 5
+T = TypeVar("T")
 MAX_ID_LENGTH = 512  # longer ids are no document ids, and would bloat every stored run
 # An answer that the response paths do not fit is described by the keys it holds, this many
 # at most, each cut to this length (enough to spot `matches` beside `took` and `status`).
@@ -178,13 +179,7 @@ class HttpTarget:
         ``_missing``; the generic target only with ``lookup:``. The canary's request stays the
         one shown.
         """
-        sent = self.last_request
-        try:
-            return await self._missing(list(dict.fromkeys(ids)))
-        except Exception:  # a lookup that failed, or a bug in one, says nothing of the labels
-            return None
-        finally:
-            self.last_request = sent
+        return await self._told(self._missing(list(dict.fromkeys(ids))))
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
         """A preset's lookup of ``ids``; may raise ``QueryFailed``. None: cannot tell.
@@ -206,10 +201,16 @@ class HttpTarget:
         """Each held id's exact score for ``vector``, as this target's search scores it (an id
         with several chunks: its best); ids not held are left out; None when this target
         cannot tell. Never raises, like ``missing``; the canary's request stays the one shown."""
+        return await self._told(self._scores(list(dict.fromkeys(ids)), [float(x) for x in vector]))
+
+    async def _told(self, asked: Awaitable[T]) -> T | None:
+        """What a look-up in the index told, None when it failed: a lookup that failed, or a
+        bug in one, says nothing of the labels or the ranking. The canary's request stays the
+        one ``validate --live`` shows."""
         sent = self.last_request
         try:
-            return await self._scores(list(dict.fromkeys(ids)), [float(x) for x in vector])
-        except Exception:  # a failed lookup, or a bug in one, says nothing of the ranking
+            return await asked
+        except Exception:
             return None
         finally:
             self.last_request = sent
