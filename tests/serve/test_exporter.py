@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from ragcanary.measure.diagnosis import Diagnosis
+from ragcanary.measure.diagnosis import CauseEvidence, Diagnosis
 from ragcanary.measure.drift import compare_runs
 from ragcanary.measure.evaluation import Evaluation
 from ragcanary.measure.lost_ids import AnnRecall
@@ -628,3 +628,17 @@ def test_ann_recall_is_exported_under_its_depth_and_removed_when_unknown(
     assert value(exporter, "ragcanary_ann_recall", k="10") is None
     exporter.observe_run(_recall(make_report("ok"), None))  # could not be told: no false 1
     assert value(exporter, "ragcanary_ann_recall", k="20") is None
+
+
+def test_lost_documents_is_0_when_only_label_free_causes_were_seen(exporter: Exporter) -> None:
+    """A shorter answer or a diverging endpoint names no judged id: nothing left the top-k, so
+    0 is what the run measured, even for a target that cannot look ids up; only ids that left
+    without the index being asked make the gauge absent."""
+    short = CauseEvidence("short_results", ("c1",), (), "answered with fewer than 10 results")
+    said = Diagnosis("none", "no regression and no drift", causes=(short,))
+    exporter.observe_run(replace(make_report("ok"), diagnosis=said))
+    assert value(exporter, "ragcanary_lost_documents") == 0.0
+    left = CauseEvidence("unknown", ("c2",), ("d2",), "not established")
+    unasked = Diagnosis("unknown", "no layer could be named", causes=(short, left))
+    exporter.observe_run(replace(make_report("regression"), diagnosis=unasked))
+    assert value(exporter, "ragcanary_lost_documents") is None

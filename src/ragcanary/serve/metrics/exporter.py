@@ -371,8 +371,9 @@ def _lost_documents(report: RunReport) -> float | None:
     diagnosis = report.diagnosis
     if diagnosis is None:
         return None
-    # Every lost id counts under one cause: any cause means ids left their top-k.
-    if diagnosis.causes and not diagnosis.checked.index_lookup:
+    # Every lost id counts under one cause that names it; causes seen without labels (short
+    # answers, a diverging endpoint) name no id.
+    if any(c.ids for c in diagnosis.causes) and not diagnosis.checked.index_lookup:
         return None
     gone = next((c.ids for c in diagnosis.causes if c.cause == "index_lost"), ())
     return float(len(gone))
