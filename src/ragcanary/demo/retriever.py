@@ -229,6 +229,13 @@ class _State:
     settings: ModeSettings
 
 
+def _down() -> JSONResponse:
+    """What every route answers in mode ``down``."""
+    return JSONResponse(
+        {"detail": "retriever is down (demo incident mode 'down')"}, status_code=503
+    )
+
+
 def create_app(mode: Mode = "normal", index: Index | None = None) -> FastAPI:
     """The demo retriever's HTTP API; pass a prebuilt ``index`` to share it between apps."""
     idx = build_index() if index is None else index
@@ -239,9 +246,7 @@ def create_app(mode: Mode = "normal", index: Index | None = None) -> FastAPI:
     def search(request: SearchRequest) -> SearchResponse | JSONResponse:
         settings = state.settings
         if settings.mode == "down":
-            return JSONResponse(
-                {"detail": "retriever is down (demo incident mode 'down')"}, status_code=503
-            )
+            return _down()
         hits = answer(idx, settings, request.q, request.limit)
         return SearchResponse(
             hits=[HitOut(id=h.id, score=h.score, title=h.title) for h in hits], mode=settings.mode
@@ -252,9 +257,7 @@ def create_app(mode: Mode = "normal", index: Index | None = None) -> FastAPI:
     def get_doc(doc_id: str) -> DocOut | JSONResponse:
         settings = state.settings
         if settings.mode == "down":
-            return JSONResponse(
-                {"detail": "retriever is down (demo incident mode 'down')"}, status_code=503
-            )
+            return _down()
         doc = held(idx, settings, doc_id)
         if doc is None:
             return JSONResponse(
