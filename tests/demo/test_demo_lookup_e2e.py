@@ -8,16 +8,13 @@ healthy one, must fail naming ``index_lost`` and the judged documents that left.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+from run_report_process import Ran, run_with_report
 from server_process import ServerProcess, free_port
 
 from ragcanary.cli.serving import write_demo_config
@@ -47,26 +44,8 @@ def retriever(tmp_path: Path) -> Iterator[str]:
         process.stop()
 
 
-def _run(config: Path, report: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
-    """`ragcanary run` in a process of its own: exit code, standard output, the report."""
-    done = subprocess.run(
-        [sys.executable, "-m", "ragcanary", "run", "-c", str(config), "--report", report, *extra],
-        cwd=config.parent,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    path = config.parent / report
-    assert path.is_file(), f"no report (exit {done.returncode}):\n{done.stdout}{done.stderr}"
-    return done.returncode, done.stdout, json.loads(path.read_text(encoding="utf-8"))
-
-
-def _cause_line(stdout: str) -> str:
-    """The line `ragcanary run` prints under its verdict."""
-    lines = stdout.splitlines()
-    [verdict] = [n for n, line in enumerate(lines) if line.startswith(("PASS ", "REGRESSION "))]
-    return lines[verdict + 1]
+def _run(config: Path, report: str, *extra: str) -> Ran:
+    return run_with_report(config, report, *extra, timeout=RUN_TIMEOUT_S)
 
 
 def test_dropped_judged_documents_are_named_lost_from_the_demo_index(
@@ -74,17 +53,19 @@ def test_dropped_judged_documents_are_named_lost_from_the_demo_index(
 ) -> None:
     port = int(retriever.rsplit(":", 1)[1])
     config = write_demo_config(tmp_path / "demo", port, "127.0.0.1:9464", "5s")
-    code, stdout, healthy = _run(config, "healthy.json")
-    assert code == 0, stdout
+    ran = _run(config, "healthy.json")
+    assert ran.code == 0, ran.output
+    healthy = ran.report
     assert healthy["diagnosis"]["cause"] == "none"
 
     switched = httpx.post(
         f"{retriever}/mode", json={"mode": "drop-docs", "fraction": FRACTION}, timeout=5
     )
     assert switched.status_code == 200
-    code, stdout, now = _run(config, "now.json", "--baseline", "healthy.json")
+    ran = _run(config, "now.json", "--baseline", "healthy.json")
+    now = ran.report
 
-    assert code == 1, stdout
+    assert ran.code == 1, ran.output
     assert now["outcome"] == "regression"
     diagnosis = now["diagnosis"]
     assert diagnosis["cause"] == "index_lost", diagnosis
@@ -102,6 +83,6 @@ def test_dropped_judged_documents_are_named_lost_from_the_demo_index(
     assert sorted(c for c, losses in per_case.items() if losses) == sorted(lost["cases"])
     assert "json-dumps" in lost["cases"]
     assert diagnosis["summary"].startswith(f"{len(lost['ids'])} judged documents left the index:")
-    line = _cause_line(stdout)
-    assert line.startswith("cause index_lost: "), stdout
+    line = ran.line_after_verdict()
+    assert line.startswith("cause index_lost: "), ran.output
     assert "json.dumps" in line

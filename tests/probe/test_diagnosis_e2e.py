@@ -19,8 +19,6 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -35,6 +33,7 @@ import sqlalchemy
 import yaml
 from chroma_server import API, chroma_server, create_collection, delete_chunks
 from retrievers import EmbeddingServer, toy_vector
+from run_report_process import Ran, run_with_report
 
 pytestmark = pytest.mark.e2e
 
@@ -335,49 +334,8 @@ def _config(
     return path
 
 
-@dataclass
-class Ran:
-    """One `ragcanary run`: its exit code, what it printed (standard output, then standard
-    error), and the report it wrote."""
-
-    code: int
-    stdout: str
-    stderr: str
-    report: dict[str, Any]
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-    def line_after_verdict(self) -> str:
-        """The line `ragcanary run` printed under its verdict line, on standard output."""
-        lines = self.stdout.splitlines()
-        verdicts = [n for n, line in enumerate(lines) if line.startswith(("PASS ", "REGRESSION "))]
-        assert len(verdicts) == 1, self.output
-        return lines[verdicts[0] + 1]
-
-    def case(self, case_id: str) -> dict[str, Any]:
-        return next(case for case in self.report["cases"] if case["id"] == case_id)
-
-    def lost_failures(self) -> list[dict[str, Any]]:
-        return [f for f in self.report["failures"] if f["kind"] == "lost_document"]
-
-
 def _run(config: Path, report: str, *extra: str) -> Ran:
-    """`ragcanary run` in a process of its own, as CI runs it; wide, so no line wraps."""
-    done = subprocess.run(
-        [sys.executable, "-m", "ragcanary", "run", "-c", str(config), "--report", report, *extra],
-        cwd=config.parent,
-        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    path = config.parent / report
-    said = done.stdout + done.stderr
-    assert path.is_file(), f"no report written (exit {done.returncode}):\n{said}"
-    report_json = json.loads(path.read_text(encoding="utf-8"))
-    return Ran(done.returncode, done.stdout, done.stderr, report_json)
+    return run_with_report(config, report, *extra, timeout=RUN_TIMEOUT_S)
 
 
 def _healthy(config: Path) -> None:
