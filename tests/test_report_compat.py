@@ -55,6 +55,7 @@ def test_runs_stored_by_the_old_code_read_back_equal(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
     shutil.copyfile(DATA / "stored-by-d5d22b1.db", db)
     with Store.from_url(f"sqlite:///{db}") as store:
+        store.migrate()  # as the daemon does at start: the previous release wrote it (version 6)
         for path in DATA.glob("daemon-sqlite-*.json"):
             data = json.loads(path.read_text(encoding="utf-8"))
             report = store.get_report(data["run_id"])
@@ -100,6 +101,7 @@ async def test_the_api_answers_a_stored_run_byte_for_byte_as_before(tmp_path: Pa
     db = tmp_path / "old.db"
     shutil.copyfile(DATA / "stored-by-d5d22b1.db", db)
     with Store.from_url(f"sqlite:///{db}") as store:
+        store.migrate()
         app = create_app(cast(Any, _StoredRuns(store, load_config(config, {}))))
         transport = httpx.ASGITransport(app)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:

@@ -18,6 +18,7 @@ import sqlalchemy
 from factories import answer, case, case_entry, report_data, run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from version6 import write_version6
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
@@ -33,8 +34,9 @@ from ragcanary.measure.run_report import (
 from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
-from ragcanary.store.rows import case_row, decode_ids, encode_ids
-from ragcanary.store.schema import results
+from ragcanary.store.rows_v6 import case_row, decode_ids, encode_ids
+from ragcanary.store.schema_v6 import results_v6
+from ragcanary.store.shared import unpack
 from ragcanary.store.storage import Store
 from ragcanary.suites.judge import settings_for
 
@@ -161,21 +163,43 @@ def test_saved_report_reads_back_equal_with_keys_in_order(store: Store) -> None:
     assert ordered(marshal(got)) == ordered(marshal(report))
 
 
-def test_json_columns_hold_compact_text(store: Store, store_url: str) -> None:
-    """Per-case ids, scores and metrics are most of a database's size: no spaces in them."""
-    store.save_run(make_report("r1"))
-    engine = make_engine(store_url)
+def test_a_ranking_equal_to_an_earlier_runs_is_stored_once(store: Store, store_url: str) -> None:
+    """Runs whose canaries answer alike add answers rows, not the rankings again, and each
+    still reads back whole with its own latency."""
+    first = make_report("r1")
+    again = make_report("r2", NOW + timedelta(minutes=5))
+    again = with_cases(
+        again,
+        *(
+            dataclasses.replace(c, ids=f.ids, latency_s=0.5)
+            for c, f in zip(again.cases, first.cases, strict=True)
+        ),
+    )
+    store.save_run(first)
+    store.save_run(again)
+    assert count_rows(store_url, "rankings") == 2
+    assert count_rows(store_url, "answers") == 4
+    assert store.get_report("r1") == first
+    assert store.get_report("r2") == again
+
+
+def _stored_bodies(url: str, table: str) -> list[Any]:
+    engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            texts = conn.execute(
-                sqlalchemy.text(
-                    "SELECT CAST(ids AS TEXT), CAST(metrics AS TEXT) FROM results "
-                    "WHERE case_id = 'alpha'"
-                )
-            ).one()
+            bodies = conn.execute(sqlalchemy.text(f"SELECT body FROM {table}")).scalars().all()
     finally:
         engine.dispose()
-    assert tuple(texts) == ('["alpha-doc","r1-doc"]', '{"hit_rate@5":1.0,"rr":1.0}')
+    return [unpack(bytes(body)) for body in bodies]
+
+
+def test_a_ranking_holds_the_case_entry_but_its_latency(store: Store, store_url: str) -> None:
+    """The latency differs every run: it is kept beside the ranking, never inside it."""
+    store.save_run(make_report("r1"))
+    rankings = _stored_bodies(store_url, "rankings")
+    assert sorted(r["id"] for r in rankings) == ["alpha", "beta"]
+    assert all(r["latency_s"] is None for r in rankings)
+    assert rankings[0]["ids"][0].endswith("-doc")
 
 
 def test_unknown_run_reads_as_none(store: Store) -> None:
@@ -191,7 +215,7 @@ def test_saving_a_run_twice_keeps_the_first_copy_only(store: Store, store_url: s
     store.save_run(dataclasses.replace(make_report("r1"), outcome="regression"))
     assert store.get_report("r1") == first
     assert [r["run_id"] for r in store.list_runs()] == ["r1"]
-    assert count_rows(store_url, "results") == 2
+    assert count_rows(store_url, "answers") == 2
 
 
 ODD_TEXT = ("NUL \x00 byte", "lone \ud800", "unit\x1fseparator", "ünï")
@@ -379,7 +403,13 @@ _run_ids = itertools.count()
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(entries=st.lists(_typed_entries | _written_entries.map(unmarshal_case), max_size=4))
+@given(
+    entries=st.lists(
+        _typed_entries | _written_entries.map(unmarshal_case),
+        max_size=4,
+        unique_by=lambda entry: entry.id,  # as suites have them (a run refuses two alike)
+    )
+)
 def test_any_case_entries_round_trip(store: Store, entries: list[CaseEntry]) -> None:
     """Whatever a case entry holds (or a hand-written one was read as), get_report returns it
     equal, and marshal writes it the same."""
@@ -775,27 +805,30 @@ def test_each_point_holds_the_canarys_verdict_as_its_run_judged_it(store: Store)
 
 
 def test_upgrade_to_version_6_gives_every_stored_point_its_verdict(
-    store: Store, store_url: str
+    store: Store, store_url: str, tmp_path: Path
 ) -> None:
     """Version 6 adds points.verdict; upgrading fills it in from each run's judgement."""
-    store.save_run(_judged("r1"))
-    store.save_run(make_report("r2", NOW + timedelta(minutes=5)))
-    before = {case: store.case_history("core", case) for case in JUDGED}
-    engine = make_engine(store_url)
+    reports = [_judged("r1"), make_report("r2", NOW + timedelta(minutes=5))]
+    for report in reports:
+        store.save_run(report)
+    expected = {case: store.case_history("core", case) for case in JUDGED}
+    old_url = f"sqlite:///{tmp_path / 'version5.db'}"
+    write_version6(old_url, reports)
+    engine = make_engine(old_url)
     with engine.begin() as conn:  # now it is a database as version 5 left it
         conn.execute(sqlalchemy.text("ALTER TABLE points DROP COLUMN verdict"))
-        conn.execute(sqlalchemy.text("DELETE FROM schema_version WHERE version > 5"))
+        conn.execute(sqlalchemy.text("DELETE FROM schema_version"))
         conn.execute(
             sqlalchemy.text("INSERT INTO schema_version (version, applied_at) VALUES (5, :at)"),
             {"at": NOW.replace(tzinfo=None)},
         )
     engine.dispose()
-    with Store.from_url(store_url) as upgraded:
+    with Store.from_url(old_url) as upgraded:
         assert upgraded.schema_version() == 5
         upgraded.migrate()
         assert upgraded.schema_version() == LATEST
-        assert {case: upgraded.case_history("core", case) for case in JUDGED} == before
-    assert [rows[0]["verdict"] for rows in before.values()] == list(JUDGED.values())
+        assert {case: upgraded.case_history("core", case) for case in JUDGED} == expected
+    assert [rows[0]["verdict"] for rows in expected.values()] == list(JUDGED.values())
 
 
 @pytest.mark.parametrize(
@@ -867,13 +900,14 @@ def test_encoded_ids_decode_to_the_same_list(ids: list[Any]) -> None:
     assert decode_ids(encode_ids(ids)) == ids
 
 
-def test_case_history_keeps_every_entry_of_a_case_listed_twice(store: Store) -> None:
-    """A report that lists one case twice shows both answers, in report order."""
+def test_a_report_listing_a_case_twice_is_refused_by_name(store: Store) -> None:
+    """Suites refuse a case id used twice, so no run of the daemon has one; a report that
+    does is refused whole with the id named, rather than stored with one answer lost."""
     report = make_report("r1")
     first, second = report.cases
-    store.save_run(with_cases(report, second, dataclasses.replace(first, id="beta")))
-    rows = store.case_history("core", "beta")
-    assert [r["ids"] for r in rows] == [list(second.ids), list(first.ids)]
+    with pytest.raises(StorageError, match="two cases of id 'beta'"):
+        store.save_run(with_cases(report, second, dataclasses.replace(first, id="beta")))
+    assert store.get_report("r1") is None
 
 
 @pytest.mark.parametrize(
@@ -919,8 +953,9 @@ def test_prune_keeps_failed_runs_longer_and_never_the_pinned_baseline(
         "old-pinned",
     }
     assert store.get_report("old-ok") is None
-    assert count_rows(store_url, "results") == 4 * 2
-    assert count_rows(store_url, "points") == 4 * 2
+    assert count_rows(store_url, "answers") == 4 * 2
+    # Each run's rankings are its own (their ids name the run): the deleted runs' went too.
+    assert count_rows(store_url, "rankings") == 4 * 2
     assert store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=90)) == 0
 
 
@@ -962,16 +997,12 @@ def stored_vectors(store: Store, run_id: str) -> list[str | None]:
 def test_query_vectors_are_kept_in_their_own_table_and_read_back(
     store: Store, store_url: str
 ) -> None:
-    """A report's query vectors come back from get_report, and results holds none of them."""
+    """A report's query vectors come back from get_report, and no ranking holds one."""
     report = with_vectors(make_report("r1"))
     store.save_run(report)
     assert store.get_report("r1") == report
     assert count_rows(store_url, "vectors") == 2
-    engine = make_engine(store_url)
-    with engine.connect() as conn:
-        extras = conn.execute(sqlalchemy.text("SELECT extra FROM results")).scalars().all()
-    engine.dispose()
-    assert not any("query_vector" in str(extra) for extra in extras)
+    assert not any("query_vector" in ranking for ranking in _stored_bodies(store_url, "rankings"))
 
 
 def test_only_the_pinned_baseline_and_the_newest_run_keep_their_vectors(store: Store) -> None:
@@ -1068,7 +1099,7 @@ def test_a_failed_upgrade_rolls_back_completely(version_1: Store, store_url: str
 
 
 def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
-    version_1: Store, store_url: str
+    store: Store, store_url: str, tmp_path: Path
 ) -> None:
     """Version 2 adds the points table; upgrading fills it from the results of every run."""
     reports = [evaluated_report()] + [
@@ -1076,31 +1107,34 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
         for i in range(migrations.BACKFILL_RUNS + 1)  # more runs than one backfill batch
     ]
     for report in reports:
-        version_1.save_run(report)
+        store.save_run(report)
     cases = ("alpha", "neg", "free")
-    before = {case: version_1.case_history("core", case) for case in cases}
+    before = {case: store.case_history("core", case) for case in cases}
     assert all(before.values())
     # A case entry as an older ragcanary stored it, values of other types and all: no report
     # of today's holds one, but a database it upgrades may.
     odd_run = make_report("odd", NOW - timedelta(days=1), case_ids=())
-    version_1.save_run(odd_run)
+    old_url = f"sqlite:///{tmp_path / 'version1.db'}"
+    write_version6(old_url, [*reports, odd_run])
     odd = {"id": "alpha", "ids": "a", "scores": ["high"], "outcome": 3}
-    engine = make_engine(store_url)
+    engine = make_engine(old_url)
     with engine.begin() as conn:
-        conn.execute(results.insert(), [case_row("odd", 0, odd)])
+        conn.execute(results_v6.insert(), [case_row("odd", 0, odd)])
     with engine.begin() as conn:  # now it is a database as version 1 created it
-        conn.execute(sqlalchemy.text("DROP TABLE points"))
-        conn.execute(sqlalchemy.text("DROP TABLE vectors"))
-        conn.execute(sqlalchemy.text("DROP TABLE replicas"))
-        conn.execute(sqlalchemy.text("DROP TABLE claims"))
-        conn.execute(sqlalchemy.text("DROP TABLE candidates"))
+        for table in ("points", "vectors", "replicas", "claims", "candidates"):
+            conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
+        conn.execute(sqlalchemy.text("DELETE FROM schema_version"))
+        conn.execute(
+            sqlalchemy.text("INSERT INTO schema_version (version, applied_at) VALUES (1, :at)"),
+            {"at": NOW.replace(tzinfo=None)},
+        )
     engine.dispose()
 
-    with Store.from_url(store_url) as upgraded:
+    with Store.from_url(old_url) as upgraded:
         upgraded.migrate()
         assert upgraded.schema_version() == LATEST
-        assert count_rows(store_url, "vectors") == 0  # version 3: the table, runs kept as they were
-        assert count_rows(store_url, "claims") == 0  # version 4
+        assert count_rows(old_url, "vectors") == 0  # version 3: the table, runs kept as they were
+        assert count_rows(old_url, "claims") == 0  # version 4
         odd_point = {
             "run_id": "odd",
             "started_at": NOW - timedelta(days=1),
@@ -1116,6 +1150,8 @@ def test_upgrade_to_version_2_builds_every_history_from_the_stored_results(
         after = {case: upgraded.case_history("core", case) for case in cases}
         assert after == before | {"alpha": [odd_point, *before["alpha"]]}
         assert upgraded.get_report("odd") == unmarshal({**marshal(odd_run), "cases": [odd]})
+        for report in reports:
+            assert upgraded.get_report(report.run_id) == report
 
 
 def test_a_new_database_starts_at_the_newest_version_without_upgrades(store_url: str) -> None:
@@ -1135,11 +1171,11 @@ def test_a_database_newer_than_the_code_is_refused(store: Store, store_url: str)
     engine = make_engine(store_url)
     with engine.begin() as conn:
         conn.execute(
-            sqlalchemy.text("INSERT INTO schema_version (version, applied_at) VALUES (7, :at)"),
+            sqlalchemy.text("INSERT INTO schema_version (version, applied_at) VALUES (99, :at)"),
             {"at": NOW.replace(tzinfo=None)},
         )
     engine.dispose()
-    with pytest.raises(StorageError, match="schema version 7 is newer"):
+    with pytest.raises(StorageError, match="schema version 99 is newer"):
         store.migrate()
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
+import structlog
 from sqlalchemy import (
     Column,
     Connection,
@@ -27,21 +29,30 @@ from sqlalchemy import (
 
 from ragcanary.measure.case_verdict import RunFindings, case_verdict
 from ragcanary.measure.results import ANSWERED
-from ragcanary.store.rows import case_entry, point_row
+from ragcanary.store.rows_v6 import case_entry, point_row
 from ragcanary.store.schema import (
     NAME_LENGTH,
     OUTCOME_LENGTH,
     UTCDateTime,
+    answers,
     candidates,
+    cases,
     claims,
     metadata,
-    points,
+    rankings,
     replicas,
-    results,
+    run_keys,
+    run_parts,
     runs,
     schema_version,
     vectors,
 )
+from ragcanary.store.schema_v6 import points_v6 as points
+from ragcanary.store.schema_v6 import results_v6 as results
+from ragcanary.store.schema_v6 import runs_v6
+from ragcanary.store.writing import RunRows, numbered
+
+log = structlog.get_logger("ragcanary")
 
 Upgrade = Callable[[Connection], None]
 
@@ -60,7 +71,7 @@ _POINTS_V2 = Table(
     Column("suite", String(NAME_LENGTH), primary_key=True),
     Column("case_id", String(NAME_LENGTH), primary_key=True),
     Column("started_at", UTCDateTime(), primary_key=True),
-    Column("run_id", String(NAME_LENGTH), ForeignKey(runs.c.run_id), primary_key=True),
+    Column("run_id", String(NAME_LENGTH), ForeignKey(runs_v6.c.run_id), primary_key=True),
     Column("position", Integer, primary_key=True, autoincrement=False),
     Column("target", String(NAME_LENGTH), nullable=False),
     Column("run_outcome", String(OUTCOME_LENGTH), nullable=False),
@@ -77,12 +88,12 @@ _POINTS_V2 = Table(
 def _add_points(conn: Connection) -> None:
     """Version 1 -> 2: the points table, filled from the results already stored."""
     _POINTS_V2.create(conn)
-    run_ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
+    run_ids = list(conn.execute(select(runs_v6.c.run_id).order_by(runs_v6.c.run_id)).scalars())
     for start in range(0, len(run_ids), BACKFILL_RUNS):
         batch = run_ids[start : start + BACKFILL_RUNS]
         stored = {
             row.run_id: row._mapping
-            for row in conn.execute(select(runs).where(runs.c.run_id.in_(batch)))
+            for row in conn.execute(select(runs_v6).where(runs_v6.c.run_id.in_(batch)))
         }
         rows = conn.execute(select(results).where(results.c.run_id.in_(batch))).all()
         new = [
@@ -126,8 +137,8 @@ def _add_verdicts(conn: Connection) -> None:
     )
     unanswered = or_(points.c.outcome.is_(None), points.c.outcome.not_in(answered))
     conn.execute(update(points).where(unanswered).values(verdict=case_verdict(None)))
-    run_ids = list(conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
-    named = (runs.c.run_id, runs.c.report["regressions"], runs.c.report["failures"])
+    run_ids = list(conn.execute(select(runs_v6.c.run_id).order_by(runs_v6.c.run_id)).scalars())
+    named = (runs_v6.c.run_id, runs_v6.c.report["regressions"], runs_v6.c.report["failures"])
     changes = (
         update(points)
         .where(points.c.run_id == bindparam("r"), points.c.position == bindparam("p"))
@@ -138,7 +149,7 @@ def _add_verdicts(conn: Connection) -> None:
         found = {
             run_id: RunFindings.of(regressions, failures)
             for run_id, regressions, failures in conn.execute(
-                select(*named).where(runs.c.run_id.in_(batch))
+                select(*named).where(runs_v6.c.run_id.in_(batch))
             )
         }
         for run_id, findings in found.items():
@@ -158,12 +169,80 @@ def _add_verdicts(conn: Connection) -> None:
                 conn.execute(changes, verdicts)
 
 
+def _share_rankings(conn: Connection) -> None:
+    """Version 6 -> 7: every ranking stored once (store.shared), runs numbered.
+
+    Each run's results rows become its answers, referring to rankings and parts shared with
+    other runs, as ``save_run`` stores them; its points rows' verdicts carry over. Then the
+    results and points tables go. Runs are read and written BACKFILL_RUNS at a time, oldest
+    first (runs close in time share the most), with progress in the log.
+    """
+    for column in ("run_key", "parts_key", "order_key"):
+        conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column} INTEGER"))
+    next(index for index in runs.indexes if index.name == "runs_key").create(conn)
+    for table in (cases, rankings, run_parts, answers):
+        table.create(conn)
+    if conn.dialect.name == "postgresql":
+        run_keys.create(conn)
+    in_order = select(runs_v6.c.run_id).order_by(runs_v6.c.started_at, runs_v6.c.run_id)
+    run_ids = list(conn.execute(in_order).scalars())
+    log.info("upgrading storage to schema version 7", runs=len(run_ids))
+    for start in range(0, len(run_ids), BACKFILL_RUNS):
+        batch = run_ids[start : start + BACKFILL_RUNS]
+        for rows in _stored_runs(conn, batch):
+            run, answer_rows = numbered(conn, rows)
+            conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run["run_id"])
+                .values({key: run[key] for key in ("report", "run_key", "parts_key", "order_key")})
+            )
+            if answer_rows:
+                conn.execute(answers.insert(), answer_rows)
+        log.info(
+            "upgrading storage to schema version 7",
+            runs_done=start + len(batch),
+            runs=len(run_ids),
+        )
+    points.drop(conn)
+    results.drop(conn)
+
+
+def _stored_runs(conn: Connection, run_ids: list[str]) -> list[RunRows]:
+    """The runs ``run_ids`` of a version-6 database as save_run would store them."""
+    heads = {
+        row.run_id: dict(row._mapping)
+        for row in conn.execute(select(runs_v6).where(runs_v6.c.run_id.in_(run_ids)))
+    }
+    entries: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+    for row in conn.execute(
+        select(results).where(results.c.run_id.in_(run_ids)).order_by(results.c.position)
+    ):
+        entries[row.run_id].append(case_entry(row._mapping))
+    verdicts = {
+        (run_id, position): verdict
+        for run_id, position, verdict in conn.execute(
+            select(points.c.run_id, points.c.position, points.c.verdict).where(
+                points.c.run_id.in_(run_ids)
+            )
+        )
+    }
+    return [
+        RunRows(
+            run=heads[run_id],
+            entries=entries[run_id],
+            verdicts=[verdicts.get((run_id, i)) for i in range(len(entries[run_id]))],
+        )
+        for run_id in run_ids
+    ]
+
+
 UPGRADES: Mapping[int, Upgrade] = {
     1: _add_points,
     2: _add_vectors,
     3: _add_replicas,
     4: _add_candidates,
     5: _add_verdicts,
+    6: _share_rankings,
 }
 
 

@@ -22,8 +22,8 @@ from ragcanary.measure.report_json import (
     unmarshal,
 )
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
-from ragcanary.store.rows import case_entry
-from ragcanary.store.schema import results, runs
+from ragcanary.store import reading
+from ragcanary.store.schema import runs
 from ragcanary.store.storage import Store
 
 
@@ -108,9 +108,10 @@ def run_heads(store: Store, run_ids: Iterable[str]) -> dict[str, RunReport]:
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
-    query = select(runs.c.run_id, runs.c.report).where(runs.c.run_id.in_(wanted))
+    query = select(runs.c.run_id, runs.c.report, runs.c.parts_key).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
-        return {row.run_id: unmarshal({**row.report, "cases": []}) for row in conn.execute(query)}
+        found = reading.heads(conn, conn.execute(query).all())
+    return {run_id: unmarshal({**head, "cases": []}) for run_id, head in found.items()}
 
 
 def neighbours(
@@ -167,9 +168,5 @@ def run_at(store: Store, suite: str, target: str, at: datetime) -> str | None:
 
 def case_entries(store: Store, run_ids: Iterable[str], case_id: str) -> dict[str, dict[str, Any]]:
     """The report entry of case ``case_id`` in each of the runs ``run_ids`` that has it."""
-    wanted = sorted(set(run_ids))
-    if not wanted:
-        return {}
-    query = select(results).where(results.c.case_id == case_id, results.c.run_id.in_(wanted))
     with store.reading() as conn:
-        return {row.run_id: case_entry(row._mapping) for row in conn.execute(query)}
+        return reading.case_entries(conn, run_ids, case_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -10,8 +10,9 @@ import sqlalchemy
 from sqlalchemy import Connection, and_, delete, select
 
 from ragcanary.store.errors import StorageError
+from ragcanary.store.schema import answers, cases, run_parts, runs, vectors
 from ragcanary.store.schema import baselines as baselines_table
-from ragcanary.store.schema import points, runs, vectors
+from ragcanary.store.shared import shared_values
 
 
 def forget_vectors(conn: Connection, suite: str, target: str) -> None:
@@ -42,33 +43,34 @@ def aware(moment: datetime, name: str) -> datetime:
     return moment
 
 
-_POINT_COLUMNS = [
-    points.c[name]
-    for name in (
-        "run_id",
-        "started_at",
-        "target",
-        "run_outcome",
-        "outcome",
-        "error",
-        "latency_s",
-        "top_score",
-        "ids",
-        "verdict",
-    )
-]
-
-
 def history_query(
     suite: str, case_id: str, target: str | None = None, since: datetime | None = None
 ) -> sqlalchemy.Select[Any]:
-    """The SELECT behind ``Store.case_history``: one range of the points table's key."""
-    query = select(*_POINT_COLUMNS).where(points.c.suite == suite, points.c.case_id == case_id)
+    """The SELECT behind ``Store.case_history``: one range of the answers table's key (the
+    case's), each answer joined to its run by number."""
+    case_key = (
+        select(cases.c.case_key)
+        .where(cases.c.suite == suite, cases.c.case_id == case_id)
+        .scalar_subquery()
+    )
+    query = (
+        select(
+            runs.c.run_id,
+            runs.c.started_at,
+            runs.c.target,
+            runs.c.outcome,
+            answers.c.latency_s,
+            answers.c.ranking_key,
+            answers.c.verdict,
+        )
+        .join(runs, runs.c.run_key == answers.c.run_key)
+        .where(answers.c.case_key == case_key)
+    )
     if target is not None:
-        query = query.where(points.c.target == target)
+        query = query.where(runs.c.target == target)
     if since is not None:
-        query = query.where(points.c.started_at >= aware(since, "since"))
-    return query.order_by(points.c.started_at, points.c.run_id, points.c.position)
+        query = query.where(runs.c.started_at >= aware(since, "since"))
+    return query.order_by(runs.c.started_at, runs.c.run_id)
 
 
 def summaries() -> sqlalchemy.Select[Any]:
@@ -80,12 +82,21 @@ def summaries() -> sqlalchemy.Select[Any]:
         runs.c.duration_s,
         runs.c.outcome,
         runs.c.coverage,
-        # The database extracts the two objects a summary shows: a report with a thousand
-        # cases is hundreds of kB that a list of fifty runs need not read or decode.
+        # The database extracts the object a summary shows: a report with a thousand cases
+        # is hundreds of kB that a list of fifty runs need not read or decode.
         runs.c.report["metrics"].label("metrics"),
-        runs.c.report[("baseline", "deltas")].label("deltas"),
+        runs.c.parts_key,
     ).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
 
 
-def summary(row: Mapping[Any, Any]) -> dict[str, Any]:
-    return dict(row)
+def summarised(conn: Connection, rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """The summaries of ``summaries()``'s rows, with the deltas of their baseline comparison
+    (read from the shared parts, each of which many runs share)."""
+    parts = shared_values(conn, run_parts, [row.parts_key for row in rows if row.parts_key])
+    out = []
+    for row in rows:
+        found = dict(row._mapping)
+        baseline = parts.get(found.pop("parts_key"), {}).get("baseline")
+        found["deltas"] = baseline.get("deltas") if isinstance(baseline, dict) else None
+        out.append(found)
+    return out

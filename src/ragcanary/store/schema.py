@@ -1,4 +1,4 @@
-"""The database tables of runs, per-case results and baselines, and of replicas and candidates."""
+"""The database tables of runs, their answers and baselines, and of replicas and candidates."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
+    Sequence,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -72,58 +75,74 @@ runs = Table(
     Column("duration_s", Float),
     Column("outcome", String(OUTCOME_LENGTH), nullable=False),
     Column("coverage", Float),
-    # The run-level part of the report's JSON (measure.report_json): all but "cases".
+    # The run-level part of the report's JSON (measure.report_json) but "cases" and the
+    # SHARED_HEAD_KEYS, which are in the run_parts row parts_key names (store.shared).
     Column("report", _json(), nullable=False),
-    # list_runs / latest_run for one pair, and case_history's join when it starts from runs.
+    # The run's number, what answers refer to it by (schema version 7); NULL only in
+    # check_write's row, which nobody sees.
+    Column("run_key", Integer),
+    Column("parts_key", Integer),  # run_parts: the SHARED_HEAD_KEYS of the report
+    Column("order_key", Integer),  # run_parts: the case_keys of its cases, in report order
+    # list_runs / latest_run for one pair.
     Index("runs_suite_target_started", "suite", "target", "started_at"),
     # list_runs without filters (newest first) and prune (oldest first).
     Index("runs_started", "started_at"),
+    # A canary's history joins its answers to their runs by number.
+    Index("runs_key", "run_key", unique=True),
 )
 
-results = Table(
-    "results",
+# PostgreSQL numbers runs from this sequence; SQLite, with one writer, takes the next number
+# after the highest (store.shared.next_run_key).
+run_keys = Sequence("runs_run_key_seq", metadata=metadata)
+
+# Every case id a suite's runs held, numbered: an answer names its case by number.
+cases = Table(
+    "cases",
     metadata,
-    Column("run_id", String(NAME_LENGTH), ForeignKey("runs.run_id"), primary_key=True),
-    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("case_key", Integer, primary_key=True, autoincrement=True),
+    Column("suite", String(NAME_LENGTH), nullable=False),
     Column("case_id", String(NAME_LENGTH), nullable=False),
-    Column("query", Text),
-    Column("kind", Text),
-    Column("outcome", Text),
-    Column("ids", _json()),
-    Column("scores", _json()),
-    Column("latency_s", Float),
-    Column("error", Text),
-    Column("metrics", _json()),
-    # Every other key of the case entry (vs_baseline...), and values that do not fit a column.
-    Column("extra", _json()),
-    # One canary's history: every run that has the case, then a primary-key hop to runs.
-    Index("results_case_run", "case_id", "run_id"),
+    Index("cases_suite_case", "suite", "case_id", unique=True),
 )
 
-# One canary's answer in one run: the few values its history shows, copied out of the wide
-# results rows when the run is saved. Keyed by (suite, case, time), so reading 30 days of one
-# canary is one short range scan: SQLite keeps the rows in key order (WITHOUT ROWID), and no
-# bulky JSON (scores, metrics, comparison) is read or decoded on the way.
-points = Table(
-    "points",
+
+def _shared_values(name: str, key: str) -> Table:
+    """A table of JSON values stored once and referred to by number (store.shared): the
+    value's digest to find it again, when it was first stored (runs only reuse values stored
+    near their own start, so old values can be pruned without counting references), and
+    the value itself, compressed."""
+    return Table(
+        name,
+        metadata,
+        Column(key, Integer, primary_key=True, autoincrement=True),
+        Column("digest", LargeBinary(16), nullable=False),
+        Column("created_at", UTCDateTime(), nullable=False),
+        Column("body", LargeBinary, nullable=False),
+        Index(f"{name}_digest", "digest"),
+        Index(f"{name}_created", "created_at"),  # pruning
+    )
+
+
+# One canary's answer in a run but its latency: the case entry of the report with its ids,
+# scores, metrics and comparison with the baseline. A canary that answers as before refers
+# to the ranking stored then.
+rankings = _shared_values("rankings", "ranking_key")
+# Run-level values that runs share: a report's metrics per tag and baseline comparison, and
+# the order of a run's cases.
+run_parts = _shared_values("run_parts", "part_key")
+
+# One canary in one run: which ranking it answered, how fast, and its verdict. The only rows
+# every canary-run adds, so they hold numbers alone. Keyed by case, then run: one canary's
+# history is one range of the key (SQLite keeps the rows in key order, WITHOUT ROWID).
+answers = Table(
+    "answers",
     metadata,
-    Column("suite", String(NAME_LENGTH), primary_key=True),
-    Column("case_id", String(NAME_LENGTH), primary_key=True),
-    Column("started_at", UTCDateTime(), primary_key=True),
-    Column("run_id", String(NAME_LENGTH), ForeignKey("runs.run_id"), primary_key=True),
-    Column("position", Integer, primary_key=True, autoincrement=False),
-    Column("target", String(NAME_LENGTH), nullable=False),
-    Column("run_outcome", String(OUTCOME_LENGTH), nullable=False),
-    Column("outcome", Text),
-    Column("error", Text),
+    Column("case_key", Integer, primary_key=True, autoincrement=False),
+    Column("run_key", Integer, primary_key=True, autoincrement=False),
     Column("latency_s", Float),
-    Column("top_score", Float),
-    Column("ids", Text),  # see rows.encode_ids
-    # The canary's verdict in the run (measure.case_verdict), beside its query outcome: what
-    # the run's judgement made of the answer. Schema version 6; filled in for older runs.
-    Column("verdict", String(OUTCOME_LENGTH)),
-    # prune deletes a run's points by run_id.
-    Index("points_run", "run_id"),
+    Column("ranking_key", Integer, nullable=False),
+    # The canary's verdict in the run (measure.case_verdict), as store.shared.VERDICT_CODES.
+    Column("verdict", SmallInteger),
     sqlite_with_rowid=False,
 )
 

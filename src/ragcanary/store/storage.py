@@ -15,30 +15,28 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, and_, delete, exc, or_, select, text
+from sqlalchemy import Connection, Engine, and_, delete, exc, func, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import RunFindings
 from ragcanary.measure.report_json import marshal, unmarshal
 from ragcanary.measure.run_report import RunReport
+from ragcanary.store import reading
 from ragcanary.store.claims import ClaimsMixin, taken_over
 from ragcanary.store.engine import WRITE, make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
 from ragcanary.store.migrations import UPGRADES, Upgrade, current_version, latest_version, migrate
-from ragcanary.store.queries import aware, forget_vectors, history_query, summaries, summary
-from ragcanary.store.rows import (
-    VECTOR_KEY,
-    case_entry,
-    case_row,
-    decode_ids,
-    not_plain_json,
-    point_row,
-    run_row,
-    vector_row,
-)
+from ragcanary.store.pruning import SHARED_VALUES_LOCK, delete_runs, delete_unreferenced
+from ragcanary.store.queries import aware, forget_vectors, history_query, summaries, summarised
+from ragcanary.store.rows import VECTOR_KEY, not_plain_json, run_row, vector_row
 from ragcanary.store.schema import baselines as baselines_table
-from ragcanary.store.schema import claims, points, results, runs, vectors
+from ragcanary.store.schema import claims, rankings, runs, vectors
+from ragcanary.store.shared import shared_values
+from ragcanary.store.writing import RunRows, insert_run
 
+# Runs deleted per transaction: a day of a 1,000-canary pair at 5 minutes is 288 runs and
+# 288,000 answers, and a run being stored waits for each transaction's write lock.
+PRUNE_BATCH = 20
 # Outcomes of runs worth keeping longer: they are what an incident review looks for.
 FAILED_OUTCOMES = ("regression", "unavailable")
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
@@ -62,7 +60,7 @@ class Store(ClaimsMixin):
         *,
         upgrades: Mapping[int, Upgrade] = UPGRADES,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        prune_batch: int = 500,
+        prune_batch: int = PRUNE_BATCH,
     ) -> None:
         if engine.dialect.name not in ("sqlite", "postgresql"):
             raise StorageError(f"storage on {engine.dialect.name} is not supported")
@@ -112,36 +110,26 @@ class Store(ClaimsMixin):
             run_id, cases = report.run_id, data["cases"]
             vector_rows = [v for i, c in enumerate(cases) if (v := vector_row(run_id, i, c))]
             stored = {v["position"] for v in vector_rows}
-            case_rows = [
-                case_row(run_id, i, _without(VECTOR_KEY, c) if i in stored else c)
-                for i, c in enumerate(cases)
-            ]
             findings = RunFindings.of_report(report)
-            point_rows = [
-                point_row(row, i, entry, findings.verdict(case.id, case.outcome))
-                for i, (case, entry) in enumerate(zip(report.cases, cases, strict=True))
-            ]
+            rows = RunRows(
+                run=row,
+                entries=[
+                    _without(VECTOR_KEY, c) if i in stored else c for i, c in enumerate(cases)
+                ],
+                verdicts=[findings.verdict(case.id, case.outcome) for case in report.cases],
+            )
         except ValueError as error:
             raise StorageError(f"{error}; only reports of build_report can be stored") from None
         with self._write() as conn:
             if taken_over(conn, report):
                 return
-            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-            added = conn.execute(
-                insert(runs)
-                .values(row)
-                .on_conflict_do_nothing(index_elements=["run_id"])
-                .returning(runs.c.run_id)
-            ).first()
-            if added is not None and case_rows:
-                try:
-                    conn.execute(results.insert(), case_rows)
-                except exc.DBAPIError:
-                    raise
-                except (exc.StatementError, TypeError, ValueError) as error:
-                    raise _refused(row["run_id"], error) from None
-                conn.execute(points.insert(), point_rows)
-            if added is not None and vector_rows:
+            if conn.dialect.name == "postgresql":  # pruning deletes no value this run reuses
+                conn.execute(select(func.pg_advisory_xact_lock_shared(SHARED_VALUES_LOCK)))
+            try:
+                added = insert_run(conn, rows)
+            except ValueError as error:
+                raise StorageError(str(not_plain_json(f"report {run_id!r}", error))) from None
+            if added and vector_rows:
                 conn.execute(vectors.insert(), vector_rows)
                 forget_vectors(conn, row["suite"], row["target"])
 
@@ -152,19 +140,17 @@ class Store(ClaimsMixin):
         pair's pinned baseline nor its newest run with vectors (those alone keep them).
         """
         with self._read() as conn:
-            report = conn.execute(
-                select(runs.c.report).where(runs.c.run_id == run_id)
-            ).scalar_one_or_none()
-            if report is None:
+            run = conn.execute(
+                select(runs.c.report, runs.c.parts_key).where(runs.c.run_id == run_id)
+            ).one_or_none()
+            if run is None:
                 return None
-            rows = conn.execute(
-                select(results).where(results.c.run_id == run_id).order_by(results.c.position)
-            ).all()
+            report = reading.head(conn, run.report, run.parts_key)
+            cases = reading.entries(conn, run_id) or []
             kept = {
                 row.position: row.vector
                 for row in conn.execute(select(vectors).where(vectors.c.run_id == run_id))
             }
-        cases = [case_entry(row._mapping) for row in rows]
         for position, vector in kept.items():
             cases[position][VECTOR_KEY] = vector
         return unmarshal({**report, "cases": cases})
@@ -189,7 +175,7 @@ class Store(ClaimsMixin):
         if since is not None:
             query = query.where(runs.c.started_at >= aware(since, "since"))
         with self._read() as conn:
-            return [summary(row._mapping) for row in conn.execute(query)]
+            return summarised(conn, conn.execute(query).all())
 
     def latest_run(
         self,
@@ -206,8 +192,8 @@ class Store(ClaimsMixin):
         if exclude_unavailable:
             query = query.where(runs.c.outcome != "unavailable")
         with self._read() as conn:
-            row = conn.execute(query).one_or_none()
-        return None if row is None else summary(row._mapping)
+            found = summarised(conn, conn.execute(query).all())
+        return found[0] if found else None
 
     def set_baseline(self, suite: str, target: str, run_id: str) -> None:
         """Pin ``run_id`` as the baseline of ``suite`` on ``target``, replacing any earlier one."""
@@ -265,22 +251,29 @@ class Store(ClaimsMixin):
         query = history_query(suite, case_id, target, since)
         with self._read() as conn:
             rows = conn.execute(query).all()
-        # A month of one canary is 8,640 rows: every microsecond per row counts.
-        return [
-            {
-                "run_id": run_id,
-                "started_at": at,
-                "target": target,
-                "run_outcome": run_outcome,
-                "outcome": outcome,
-                "error": error,
-                "latency_s": latency,
-                "top_score": top,
-                "ids": None if ids is None else decode_ids(ids),
-                "verdict": verdict,
+            shown = {
+                key: reading.history_view(ranking)
+                for key, ranking in shared_values(conn, rankings, {r[5] for r in rows}).items()
             }
-            for run_id, at, target, run_outcome, outcome, error, latency, top, ids, verdict in rows
-        ]
+        # A month of one canary is 8,640 rows: every microsecond per row counts.
+        history = []
+        for run_id, at, target, run_outcome, latency, ranking, verdict in rows:
+            outcome, error, top, ids = shown[ranking]
+            history.append(
+                {
+                    "run_id": run_id,
+                    "started_at": at,
+                    "target": target,
+                    "run_outcome": run_outcome,
+                    "outcome": outcome,
+                    "error": error,
+                    "latency_s": latency,
+                    "top_score": top,
+                    "ids": None if ids is None else list(ids),
+                    "verdict": reading.verdict(verdict),
+                }
+            )
+        return history
 
     def answered_runs(self, suite: str, target: str, newest: int) -> list[tuple[str, datetime]]:
         """The ``newest`` answered runs of the pair (run id, started_at), newest first: the
@@ -301,18 +294,8 @@ class Store(ClaimsMixin):
     def returned_by(self, suite: str, run_ids: Sequence[str]) -> dict[str, set[str]]:
         """Every id any case of each of ``run_ids`` (runs of ``suite``) returned, by run id;
         a run whose cases returned none is absent."""
-        returned: dict[str, set[str]] = {}
         with self._read() as conn:
-            rows = conn.execute(
-                select(points.c.run_id, points.c.ids).where(
-                    points.c.suite == suite,
-                    points.c.run_id.in_(list(run_ids)),
-                    points.c.ids.is_not(None),
-                )
-            )
-            for run_id, text in rows:
-                returned.setdefault(run_id, set()).update(str(i) for i in decode_ids(text))
-        return returned
+            return reading.returned_ids(conn, suite, list(run_ids))
 
     def latest_runs(
         self, pairs: Iterable[tuple[str, str]]
@@ -354,7 +337,7 @@ class Store(ClaimsMixin):
             and_(failed, runs.c.started_at < now - max(keep, keep_failed)),
         )
         batch = (
-            select(runs.c.run_id)
+            select(runs.c.run_id, runs.c.run_key, runs.c.suite)
             .where(expired, runs.c.run_id.not_in(select(baselines_table.c.run_id)))
             .order_by(runs.c.started_at)
             .limit(self._prune_batch)
@@ -364,15 +347,12 @@ class Store(ClaimsMixin):
         deleted = 0
         while True:
             with self._write() as conn:
-                run_ids = list(conn.execute(batch).scalars())
-                if run_ids:
-                    conn.execute(delete(vectors).where(vectors.c.run_id.in_(run_ids)))
-                    conn.execute(delete(points).where(points.c.run_id.in_(run_ids)))
-                    conn.execute(delete(results).where(results.c.run_id.in_(run_ids)))
-                    conn.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))
-            deleted += len(run_ids)
-            if len(run_ids) < self._prune_batch:
-                return deleted
+                count = delete_runs(conn, batch)
+            deleted += count
+            if count < self._prune_batch:
+                break
+        delete_unreferenced(self._write, now - keep)
+        return deleted
 
     def ping(self) -> None:
         """Raise StorageUnavailable when the database cannot be reached."""

@@ -1,0 +1,125 @@
+"""Reading runs back from their shared values (schema version 7): a run's head and case
+entries, one canary's entries in a few runs, and what a history shows of a ranking."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from ragcanary.store.errors import StorageError
+from ragcanary.store.rows import text_or_none
+from ragcanary.store.schema import answers, cases, rankings, run_parts, runs
+from ragcanary.store.shared import BATCH, VERDICTS, shared_values, with_latency
+
+
+def head(conn: Connection, report: Mapping[str, Any], parts_key: int | None) -> dict[str, Any]:
+    """A run's report but its cases: runs.report and its shared parts."""
+    if parts_key is None:
+        return dict(report)
+    parts = shared_values(conn, run_parts, [parts_key])
+    return {**report, **parts[parts_key]}
+
+
+def heads(conn: Connection, rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """The heads of runs rows (run_id, report, parts_key), by run_id: each part read once."""
+    keys = [row.parts_key for row in rows if row.parts_key is not None]
+    parts = shared_values(conn, run_parts, keys)
+    return {row.run_id: {**row.report, **parts.get(row.parts_key, {})} for row in rows}
+
+
+def entries(conn: Connection, run_id: str) -> list[dict[str, Any]] | None:
+    """A stored run's case entries in report order (latency back in place), or None when no
+    run has that id."""
+    run = conn.execute(
+        select(runs.c.run_key, runs.c.order_key).where(runs.c.run_id == run_id)
+    ).one_or_none()
+    if run is None:
+        return None
+    if run.order_key is None:
+        return []
+    order: list[int] = shared_values(conn, run_parts, [run.order_key])[run.order_key]
+    found: dict[int, tuple[float | None, int]] = {}
+    for start in range(0, len(order), BATCH):
+        query = select(answers.c.case_key, answers.c.latency_s, answers.c.ranking_key).where(
+            answers.c.run_key == run.run_key,
+            answers.c.case_key.in_(order[start : start + BATCH]),
+        )
+        found.update({case: (latency, ranking) for case, latency, ranking in conn.execute(query)})
+    if len(found) != len(order):
+        raise StorageError(f"run {run_id!r} has {len(found)} of its {len(order)} answers stored")
+    stored = shared_values(conn, rankings, (ranking for _latency, ranking in found.values()))
+    return [with_latency(stored[found[case][1]], found[case][0]) for case in order]
+
+
+def case_entries(
+    conn: Connection, run_ids: Iterable[str], case_id: str
+) -> dict[str, dict[str, Any]]:
+    """The entry of case ``case_id`` in each of the runs ``run_ids`` that has it."""
+    wanted = sorted(set(run_ids))
+    found: dict[str, tuple[float | None, int]] = {}
+    for start in range(0, len(wanted), BATCH):
+        query = (
+            select(runs.c.run_id, answers.c.latency_s, answers.c.ranking_key)
+            .join(runs, runs.c.run_key == answers.c.run_key)
+            .join(cases, cases.c.case_key == answers.c.case_key)
+            .where(
+                cases.c.case_id == case_id,
+                runs.c.run_id.in_(wanted[start : start + BATCH]),
+            )
+        )
+        found.update({run: (latency, ranking) for run, latency, ranking in conn.execute(query)})
+    stored = shared_values(conn, rankings, (ranking for _latency, ranking in found.values()))
+    return {
+        run_id: with_latency(stored[ranking], latency)
+        for run_id, (latency, ranking) in found.items()
+    }
+
+
+def returned_ids(conn: Connection, suite: str, run_ids: Sequence[str]) -> dict[str, set[str]]:
+    """Every id any case of each of ``run_ids`` returned, by run id (absent: none)."""
+    by_run: dict[str, set[int]] = {}
+    for start in range(0, len(run_ids), BATCH):
+        query = (
+            select(runs.c.run_id, answers.c.ranking_key)
+            .join(cases, cases.c.suite == runs.c.suite)
+            .join(
+                answers,
+                (answers.c.case_key == cases.c.case_key) & (answers.c.run_key == runs.c.run_key),
+            )
+            .where(runs.c.suite == suite, runs.c.run_id.in_(list(run_ids[start : start + BATCH])))
+        )
+        for run_id, ranking in conn.execute(query):
+            by_run.setdefault(run_id, set()).add(ranking)
+    stored = shared_values(conn, rankings, (r for keys in by_run.values() for r in keys))
+    returned: dict[str, set[str]] = {}
+    for run_id, keys in by_run.items():
+        for key in keys:
+            ids = stored[key].get("ids")
+            if isinstance(ids, list):
+                returned.setdefault(run_id, set()).update(str(i) for i in ids)
+    return returned
+
+
+def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """What a history shows of a ranking: its outcome, error, top score and ids (values of
+    unexpected types, a hand-written report's, shown as None)."""
+    scores = ranking.get("scores")
+    top = scores[0] if isinstance(scores, list) and scores else None
+    ids = ranking.get("ids")
+    return (
+        _text(ranking.get("outcome")),
+        _text(ranking.get("error")),
+        top if isinstance(top, float) and math.isfinite(top) else None,
+        ids if isinstance(ids, list) else None,
+    )
+
+
+def verdict(code: int | None) -> str | None:
+    return None if code is None else VERDICTS.get(code)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and text_or_none(value) else None

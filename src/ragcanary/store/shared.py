@@ -1,0 +1,180 @@
+"""Values runs share, stored once and referred to by number: rankings and run-level parts.
+
+A canary that answers as in an earlier run of its pair refers to the ranking stored then,
+so a run whose rankings did not change adds a few numbers per canary (its ``answers`` rows),
+not its ids, scores and metrics again: docs/performance.md, "Storage: bytes per canary-run".
+
+A value is stored as its compact JSON text (``JSON_ENCODER``), compressed; it is found again
+by the 16-byte BLAKE2b digest of that text, so two values are the same exactly when their
+bytes are (a score that moved in its last digit is a new ranking; nothing is compared with a
+tolerance). A run reuses only values first stored within ``REUSE`` of its start: values never
+change once written (no row is ever updated), and one first stored before the retention
+window less ``REUSE`` can only be referred to by runs older than the window, which is what
+lets ``store.pruning`` delete it without counting references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Table, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ragcanary.measure.case_verdict import CaseVerdict
+from ragcanary.store.schema import JSON_ENCODER, cases, run_keys, runs
+
+# Keys of a report's head stored as one shared value rather than in runs.report: the largest
+# ones, and equal from run to run while the rankings are (metrics per tag, the comparison
+# with the baseline). runs.report keeps what the database extracts for summaries (metrics).
+SHARED_HEAD_KEYS = ("metrics_by_tag", "baseline")
+REUSE = timedelta(days=1)
+# A case's verdict in an answers row; fixed numbers, whatever order CASE_VERDICTS lists.
+VERDICT_CODES: Mapping[CaseVerdict, int] = {
+    "ok": 0,
+    "regressed": 1,
+    "leaked": 2,
+    "missed_min_score": 3,
+    "unanswered": 4,
+}
+VERDICTS: Mapping[int, CaseVerdict] = {code: verdict for verdict, code in VERDICT_CODES.items()}
+BATCH = 500  # values looked up or written per statement (SQLite's bound parameters are few)
+
+# The first byte of a stored body: how the rest is encoded. A body once written is read back
+# forever, so a new encoding gets a new number and this one stays readable.
+_ZLIB_V1 = 1
+# zlib's preset dictionary for _ZLIB_V1: the keys and values every case entry and report head
+# repeats, so even a short value compresses (zlib looks back into it as into earlier text).
+# Never change it: bodies written with it are only readable with it.
+_ZDICT_V1 = "".join(
+    (
+        '"embedding_cosine":1.0,"lost":[{"id":"","why":"outranked"},{"why":"not_in_index"}',
+        '"p_values":{"ci":{"deltas":{"run_id":"","passed":true,"failed":false,',
+        '"negative","label_free","timeout","http_5xx","empty","unanswered",',
+        '"ap@1":,"ap@3":,"ap@5":,"ap@10":,"ap@20":,"map@1":,"map@5":,"map@10":,"mrr":',
+        '"recall@1":,"recall@3":,"recall@5":,"recall@10":,"recall@20":',
+        '"precision@1":,"precision@3":,"precision@5":,"precision@10":,"precision@20":',
+        '"ndcg@1":,"ndcg@3":,"ndcg@5":,"ndcg@10":,"ndcg@20":0.0,1.0,0.5,',
+        '"hit_rate@1":1.0,"hit_rate@3":1.0,"hit_rate@5":1.0,"hit_rate@10":1.0,"hit_rate@20":',
+        '"vs_baseline":{"rbo":1.0,"jaccard":1.0,"entered":[],"left":[],"top_score_delta":0.0',
+        '{"id":"","query":"","kind":"labelled","outcome":"ok","ids":["","",""],"scores":[0.',
+        '],"latency_s":null,"error":null,"metrics":{"hit_rate@1":0.0,"rr":1.0}}',
+    )
+).encode()
+
+
+def pack(value: Any) -> tuple[bytes, bytes]:
+    """The digest and stored body of a JSON value (ValueError for NaN, infinity, objects)."""
+    text = JSON_ENCODER.encode(value).encode()
+    compressor = zlib.compressobj(
+        9, zlib.DEFLATED, zlib.MAX_WBITS, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT_V1
+    )
+    body = bytes((_ZLIB_V1,)) + compressor.compress(text) + compressor.flush()
+    return hashlib.blake2b(text, digest_size=16).digest(), body
+
+
+def unpack(body: bytes) -> Any:
+    """The JSON value a stored body holds."""
+    if not body or body[0] != _ZLIB_V1:
+        raise ValueError(f"a stored value of unknown encoding {body[:1]!r}")
+    decompressor = zlib.decompressobj(zlib.MAX_WBITS, _ZDICT_V1)
+    return json.loads(decompressor.decompress(body[1:]) + decompressor.flush())
+
+
+def split_latency(entry: Mapping[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """A case entry as its ranking (the entry with ``latency_s`` null) and its latency.
+
+    A latency that is not a finite float stays in the ranking, so ``with_latency`` gives the
+    entry back exactly either way.
+    """
+    latency = entry.get("latency_s")
+    if isinstance(latency, float) and latency == latency and abs(latency) != float("inf"):
+        return {**entry, "latency_s": None}, latency
+    return dict(entry), None
+
+
+def with_latency(ranking: Mapping[str, Any], latency: float | None) -> dict[str, Any]:
+    """The case entry of a ranking and the latency stored beside it (split_latency's inverse);
+    a new dict, since one decoded ranking serves many runs."""
+    entry = dict(ranking)
+    if latency is not None:
+        entry["latency_s"] = latency
+    return entry
+
+
+def shared_keys(
+    conn: Connection, table: Table, packed: Sequence[tuple[bytes, bytes]], at: datetime
+) -> list[int]:
+    """The keys of ``packed`` values (``pack``'s) in ``table``, storing those not found."""
+    key = table.primary_key.columns.values()[0]
+    found: dict[bytes, int] = {}
+    wanted = list(dict.fromkeys(digest for digest, _ in packed))
+    near = (table.c.created_at >= at - REUSE, table.c.created_at <= at + REUSE)
+    for chunk in _chunks(wanted):
+        query = select(key, table.c.digest).where(table.c.digest.in_(chunk), *near)
+        for number, digest in conn.execute(query):
+            found.setdefault(bytes(digest), number)
+    bodies = dict(packed)
+    new = [
+        {"digest": digest, "created_at": at, "body": bodies[digest]}
+        for digest in wanted
+        if digest not in found
+    ]
+    for chunk in _chunks(new):
+        stored = conn.execute(
+            table.insert().returning(key, table.c.digest, sort_by_parameter_order=True), chunk
+        )
+        for number, digest in stored:
+            found[bytes(digest)] = number
+    return [found[digest] for digest, _ in packed]
+
+
+def shared_values(conn: Connection, table: Table, keys: Iterable[int]) -> dict[int, Any]:
+    """The values of ``table`` stored under ``keys``, decoded, by key."""
+    key = table.primary_key.columns.values()[0]
+    values: dict[int, Any] = {}
+    for chunk in _chunks(sorted(set(keys))):
+        for number, body in conn.execute(select(key, table.c.body).where(key.in_(chunk))):
+            values[number] = unpack(body)
+    return values
+
+
+def case_keys(conn: Connection, suite: str, case_ids: Sequence[str]) -> dict[str, int]:
+    """The number of each of the suite's ``case_ids``, numbering those seen for the first time."""
+    found = _case_keys(conn, suite, case_ids)
+    new = [{"suite": suite, "case_id": c} for c in dict.fromkeys(case_ids) if c not in found]
+    if new:
+        insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        for chunk in _chunks(new):
+            conn.execute(insert(cases).on_conflict_do_nothing(), chunk)
+        found.update(_case_keys(conn, suite, [row["case_id"] for row in new]))
+    return found
+
+
+def _case_keys(conn: Connection, suite: str, case_ids: Sequence[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in _chunks(list(dict.fromkeys(case_ids))):
+        query = select(cases.c.case_id, cases.c.case_key).where(
+            cases.c.suite == suite, cases.c.case_id.in_(chunk)
+        )
+        found.update({case_id: number for case_id, number in conn.execute(query)})
+    return found
+
+
+def next_run_key(conn: Connection) -> int:
+    """The number of the run being stored: PostgreSQL's sequence gives it to concurrent
+    replicas without a collision; SQLite has one writer, which takes the next after the
+    highest (read off runs_key's index)."""
+    if conn.dialect.name == "postgresql":
+        return int(conn.execute(select(run_keys.next_value())).scalar_one())
+    highest = conn.execute(select(func.max(runs.c.run_key))).scalar()
+    return int(highest or 0) + 1
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), BATCH):
+        yield items[start : start + BATCH]
