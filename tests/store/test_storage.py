@@ -35,8 +35,9 @@ from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
 from ragcanary.store.rows_v6 import case_row, decode_ids, encode_ids
+from ragcanary.store.schema import rankings
 from ragcanary.store.schema_v6 import results_v6
-from ragcanary.store.shared import unpack
+from ragcanary.store.shared import shared_values
 from ragcanary.store.storage import Store
 from ragcanary.suites.judge import settings_for
 
@@ -183,20 +184,20 @@ def test_a_ranking_equal_to_an_earlier_runs_is_stored_once(store: Store, store_u
     assert store.get_report("r2") == again
 
 
-def _stored_bodies(url: str, table: str) -> list[Any]:
+def _stored_rankings(url: str) -> list[Any]:
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            bodies = conn.execute(sqlalchemy.text(f"SELECT body FROM {table}")).scalars().all()
+            keys = conn.execute(sqlalchemy.select(rankings.c.ranking_key)).scalars().all()
+            return list(shared_values(conn, rankings, keys).values())
     finally:
         engine.dispose()
-    return [unpack(bytes(body)) for body in bodies]
 
 
 def test_a_ranking_holds_the_case_entry_but_its_latency(store: Store, store_url: str) -> None:
     """The latency differs every run: it is kept beside the ranking, never inside it."""
     store.save_run(make_report("r1"))
-    rankings = _stored_bodies(store_url, "rankings")
+    rankings = _stored_rankings(store_url)
     assert sorted(r["id"] for r in rankings) == ["alpha", "beta"]
     assert all(r["latency_s"] is None for r in rankings)
     assert rankings[0]["ids"][0].endswith("-doc")
@@ -976,6 +977,64 @@ def test_prune_deletes_in_batches_until_done(store_url: str) -> None:
         assert store.list_runs() == []
 
 
+def _ranking_rows(url: str) -> list[Any]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            query = sqlalchemy.select(rankings.c.ranking_key, rankings.c.dict_key)
+            return list(conn.execute(query.order_by(rankings.c.ranking_key)).all())
+    finally:
+        engine.dispose()
+
+
+def test_a_changed_ranking_is_stored_against_the_canarys_earlier_one(
+    store: Store, store_url: str
+) -> None:
+    """A canary's new ranking is compressed against the one its last run stored (which is
+    stored alone), and reads back exactly."""
+    store.save_run(make_report("r1"))
+    store.save_run(make_report("r2", NOW + timedelta(minutes=5)))  # every ranking new
+    store.save_run(make_report("r3", NOW + timedelta(minutes=10)))
+    rows = _ranking_rows(store_url)
+    alone = [key for key, against in rows if against is None]
+    assert len(alone) == 2  # r1's two rankings
+    assert {against for _key, against in rows if against is not None} == set(alone)
+    for run_id, minutes in (("r1", 0), ("r2", 5), ("r3", 10)):
+        assert store.get_report(run_id) == make_report(run_id, NOW + timedelta(minutes=minutes))
+
+
+def test_a_ranking_others_are_stored_against_outlives_its_runs_while_they_stay(
+    store: Store, store_url: str
+) -> None:
+    """Pruning the run whose ranking a pinned baseline's ranking was compressed against keeps
+    that ranking, so the baseline still reads back; once nothing needs them both go."""
+    old = NOW - timedelta(days=40)
+    store.save_run(make_report("first", old))
+    store.save_run(make_report("pinned", old + timedelta(minutes=5)))
+    store.set_baseline("core", "search", "pinned")
+    assert store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=30)) == 1
+    assert store.get_report("first") is None
+    assert store.get_report("pinned") == make_report("pinned", old + timedelta(minutes=5))
+    assert len(_ranking_rows(store_url)) == 4
+    store.save_run(make_report("new", NOW))
+    store.set_baseline("core", "search", "new")
+    store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=30))
+    assert store.get_report("pinned") is None
+    # The new run's rankings are compressed alone: the pinned run's were too old to use.
+    assert [against for _key, against in _ranking_rows(store_url)] == [None, None]
+    assert store.get_report("new") == make_report("new", NOW)
+
+
+@pytest.mark.parametrize("latency", [0.1234, 0.12345678901, 0.0, 3000.5, 1e-9, None])
+def test_a_latency_reads_back_exactly_whatever_its_digits(store: Store, latency: Any) -> None:
+    """Whole microseconds are stored as an integer, anything else as it is: both exact."""
+    report = make_report("r1")
+    report = with_cases(report, dataclasses.replace(report.cases[0], latency_s=latency))
+    store.save_run(report)
+    assert store.get_report("r1") == report
+    assert [p["latency_s"] for p in store.case_history("core", "alpha")] == [latency]
+
+
 # Query vectors --------------------------------------------------------------------------------
 
 
@@ -1002,7 +1061,7 @@ def test_query_vectors_are_kept_in_their_own_table_and_read_back(
     store.save_run(report)
     assert store.get_report("r1") == report
     assert count_rows(store_url, "vectors") == 2
-    assert not any("query_vector" in ranking for ranking in _stored_bodies(store_url, "rankings"))
+    assert not any("query_vector" in ranking for ranking in _stored_rankings(store_url))
 
 
 def test_only_the_pinned_baseline_and_the_newest_run_keep_their_vectors(store: Store) -> None:

@@ -50,8 +50,8 @@ def delete_unreferenced(write: Transaction, cutoff: datetime) -> int:
     """Delete the shared values only runs that began before ``cutoff`` could refer to, but
     those the remaining such runs refer to; how many went."""
     before = runs.c.started_at < cutoff
-    kept_rankings = (
-        select(answers.c.ranking_key)
+    referred_by_runs = (
+        select(answers.c.ranking_key.label("key"))
         .select_from(runs)
         .join(cases, cases.c.suite == runs.c.suite)
         .join(
@@ -65,6 +65,12 @@ def delete_unreferenced(write: Transaction, cutoff: datetime) -> int:
         select(runs.c.order_key.label("key")).where(before, runs.c.order_key.is_not(None)),
     ).subquery()
     kept_parts = select(referred.c.key)
+    # A ranking another is compressed against stays while that one does.
+    compressed_against = select(rankings.c.dict_key.label("key")).where(
+        rankings.c.dict_key.is_not(None)
+    )
+    kept_ranking_keys = union(referred_by_runs, compressed_against).subquery()
+    kept_rankings = select(kept_ranking_keys.c.key)
     deleted = 0
     for table, kept in ((rankings, kept_rankings), (run_parts, kept_parts)):
         key = table.primary_key.columns.values()[0]
@@ -81,6 +87,6 @@ def delete_unreferenced(write: Transaction, cutoff: datetime) -> int:
                 if gone:
                     conn.execute(delete(table).where(key.in_(gone)))
             deleted += len(gone)
-            if len(gone) < VALUES_BATCH:
+            if not gone:  # not a short batch: deleting a ranking may free the one it needed
                 break
     return deleted

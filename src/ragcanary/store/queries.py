@@ -59,6 +59,7 @@ def history_query(
             runs.c.started_at,
             runs.c.target,
             runs.c.outcome,
+            answers.c.latency_us,
             answers.c.latency_s,
             answers.c.ranking_key,
             answers.c.verdict,

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, select
 from ragcanary.store.errors import StorageError
 from ragcanary.store.rows import text_or_none
 from ragcanary.store.schema import answers, cases, rankings, run_parts, runs
-from ragcanary.store.shared import BATCH, VERDICTS, shared_values, with_latency
+from ragcanary.store.shared import BATCH, latency_of, shared_values, with_latency
 
 
 def head(conn: Connection, report: Mapping[str, Any], parts_key: int | None) -> dict[str, Any]:
@@ -43,11 +43,15 @@ def entries(conn: Connection, run_id: str) -> list[dict[str, Any]] | None:
     order: list[int] = shared_values(conn, run_parts, [run.order_key])[run.order_key]
     found: dict[int, tuple[float | None, int]] = {}
     for start in range(0, len(order), BATCH):
-        query = select(answers.c.case_key, answers.c.latency_s, answers.c.ranking_key).where(
+        query = select(
+            answers.c.case_key, answers.c.latency_us, answers.c.latency_s, answers.c.ranking_key
+        ).where(
             answers.c.run_key == run.run_key,
             answers.c.case_key.in_(order[start : start + BATCH]),
         )
-        found.update({case: (latency, ranking) for case, latency, ranking in conn.execute(query)})
+        found.update(
+            {case: (latency_of(us, s), ranking) for case, us, s, ranking in conn.execute(query)}
+        )
     if len(found) != len(order):
         raise StorageError(f"run {run_id!r} has {len(found)} of its {len(order)} answers stored")
     stored = shared_values(conn, rankings, (ranking for _latency, ranking in found.values()))
@@ -62,7 +66,7 @@ def case_entries(
     found: dict[str, tuple[float | None, int]] = {}
     for start in range(0, len(wanted), BATCH):
         query = (
-            select(runs.c.run_id, answers.c.latency_s, answers.c.ranking_key)
+            select(runs.c.run_id, answers.c.latency_us, answers.c.latency_s, answers.c.ranking_key)
             .join(runs, runs.c.run_key == answers.c.run_key)
             .join(cases, cases.c.case_key == answers.c.case_key)
             .where(
@@ -70,7 +74,9 @@ def case_entries(
                 runs.c.run_id.in_(wanted[start : start + BATCH]),
             )
         )
-        found.update({run: (latency, ranking) for run, latency, ranking in conn.execute(query)})
+        found.update(
+            {run: (latency_of(us, s), ranking) for run, us, s, ranking in conn.execute(query)}
+        )
     stored = shared_values(conn, rankings, (ranking for _latency, ranking in found.values()))
     return {
         run_id: with_latency(stored[ranking], latency)
@@ -103,9 +109,9 @@ def returned_ids(conn: Connection, suite: str, run_ids: Sequence[str]) -> dict[s
     return returned
 
 
-def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
     """What a history shows of a ranking: its outcome, error, top score and ids (values of
-    unexpected types, a hand-written report's, shown as None)."""
+    unexpected types, a hand-written report's, shown as None), and the outcome as stored."""
     scores = ranking.get("scores")
     top = scores[0] if isinstance(scores, list) and scores else None
     ids = ranking.get("ids")
@@ -114,11 +120,8 @@ def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
         _text(ranking.get("error")),
         top if isinstance(top, float) and math.isfinite(top) else None,
         ids if isinstance(ids, list) else None,
+        ranking.get("outcome"),
     )
-
-
-def verdict(code: int | None) -> str | None:
-    return None if code is None else VERDICTS.get(code)
 
 
 def _text(value: Any) -> str | None:

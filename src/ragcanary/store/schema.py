@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -106,7 +107,7 @@ cases = Table(
 )
 
 
-def _shared_values(name: str, key: str) -> Table:
+def _shared_values(name: str, key: str, *more: Column[Any]) -> Table:
     """A table of JSON values stored once and referred to by number (store.shared): the
     value's digest to find it again, when it was first stored (runs only reuse values stored
     near their own start, so old values can be pruned without counting references), and
@@ -118,15 +119,21 @@ def _shared_values(name: str, key: str) -> Table:
         Column("digest", LargeBinary(16), nullable=False),
         Column("created_at", UTCDateTime(), nullable=False),
         Column("body", LargeBinary, nullable=False),
-        Index(f"{name}_digest", "digest"),
-        Index(f"{name}_created", "created_at"),  # pruning
+        *more,
+        # Digests are random, so a B-tree of them splits pages all over and stays half
+        # empty; PostgreSQL's hash index holds a 4-byte hash per value (docs/performance.md).
+        Index(f"{name}_digest", "digest", postgresql_using="hash"),
+        # Pruning. Values are stored about in time order, which a BRIN index summarises in
+        # a few bytes per hundred pages on PostgreSQL.
+        Index(f"{name}_created", "created_at", postgresql_using="brin"),
     )
 
 
 # One canary's answer in a run but its latency: the case entry of the report with its ids,
 # scores, metrics and comparison with the baseline. A canary that answers as before refers
-# to the ranking stored then.
-rankings = _shared_values("rankings", "ranking_key")
+# to the ranking stored then. A new ranking is compressed against an earlier ranking of the
+# same canary (dict_key), which it mostly repeats; that one is compressed alone.
+rankings = _shared_values("rankings", "ranking_key", Column("dict_key", Integer))
 # Run-level values that runs share: a report's metrics per tag and baseline comparison, and
 # the order of a run's cases.
 run_parts = _shared_values("run_parts", "part_key")
@@ -139,10 +146,14 @@ answers = Table(
     metadata,
     Column("case_key", Integer, primary_key=True, autoincrement=False),
     Column("run_key", Integer, primary_key=True, autoincrement=False),
-    Column("latency_s", Float),
     Column("ranking_key", Integer, nullable=False),
-    # The canary's verdict in the run (measure.case_verdict), as store.shared.VERDICT_CODES.
+    # The latency in whole microseconds (reports round it to 0.1 ms), else NULL and the
+    # latency in latency_s; both NULL when the case has none. A NULL takes no space.
+    Column("latency_us", Integer),
+    # The canary's verdict in the run (measure.case_verdict) as store.shared.VERDICT_CODES,
+    # or NULL for the usual one of its ranking's outcome (ok when answered, else unanswered).
     Column("verdict", SmallInteger),
+    Column("latency_s", Float),
     sqlite_with_rowid=False,
 )
 

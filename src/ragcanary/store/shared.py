@@ -18,14 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ragcanary.measure.case_verdict import CaseVerdict
+from ragcanary.measure.case_verdict import CaseVerdict, case_verdict
 from ragcanary.store.schema import JSON_ENCODER, cases, run_keys, runs
 
 # Keys of a report's head stored as one shared value rather than in runs.report: the largest
@@ -42,11 +43,13 @@ VERDICT_CODES: Mapping[CaseVerdict, int] = {
     "unanswered": 4,
 }
 VERDICTS: Mapping[int, CaseVerdict] = {code: verdict for verdict, code in VERDICT_CODES.items()}
+_MAX_US = 2**31 - 1  # an Integer column's largest value: 35 minutes, longer than any timeout
 BATCH = 500  # values looked up or written per statement (SQLite's bound parameters are few)
 
 # The first byte of a stored body: how the rest is encoded. A body once written is read back
-# forever, so a new encoding gets a new number and this one stays readable.
-_ZLIB_V1 = 1
+# forever, so a new encoding gets a new number and these stay readable.
+_ZLIB_V1 = 1  # zlib with the preset dictionary _ZDICT_V1
+_ZLIB_AGAINST = 2  # zlib with the text of the ranking the row's dict_key names as dictionary
 # zlib's preset dictionary for _ZLIB_V1: the keys and values every case entry and report head
 # repeats, so even a short value compresses (zlib looks back into it as into earlier text).
 # Never change it: bodies written with it are only readable with it.
@@ -67,22 +70,47 @@ _ZDICT_V1 = "".join(
 ).encode()
 
 
-def pack(value: Any) -> tuple[bytes, bytes]:
-    """The digest and stored body of a JSON value (ValueError for NaN, infinity, objects)."""
+@dataclass(frozen=True)
+class Packed:
+    """A JSON value as it is stored and found again: its compact text and that text's digest."""
+
+    digest: bytes
+    text: bytes
+
+
+def packed(value: Any) -> Packed:
+    """A value's text and digest (ValueError for NaN, infinity, objects JSON cannot hold)."""
     text = JSON_ENCODER.encode(value).encode()
+    return Packed(hashlib.blake2b(text, digest_size=16).digest(), text)
+
+
+def compressed(text: bytes, against: bytes | None = None) -> bytes:
+    """The stored body of ``text``: compressed alone (with the preset dictionary of the keys
+    every value repeats), or ``against`` the text of an earlier value (a ranking of the same
+    canary), which a changed ranking mostly repeats: docs/performance.md, "Storage"."""
+    kind, dictionary = (_ZLIB_V1, _ZDICT_V1) if against is None else (_ZLIB_AGAINST, against)
     compressor = zlib.compressobj(
-        9, zlib.DEFLATED, zlib.MAX_WBITS, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT_V1
+        9, zlib.DEFLATED, zlib.MAX_WBITS, 9, zlib.Z_DEFAULT_STRATEGY, dictionary
     )
-    body = bytes((_ZLIB_V1,)) + compressor.compress(text) + compressor.flush()
-    return hashlib.blake2b(text, digest_size=16).digest(), body
+    return bytes((kind,)) + compressor.compress(text) + compressor.flush()
 
 
-def unpack(body: bytes) -> Any:
-    """The JSON value a stored body holds."""
-    if not body or body[0] != _ZLIB_V1:
+def decompressed(body: bytes, against: bytes | None = None) -> bytes:
+    """The text ``compressed`` made ``body`` of (``against``: the same earlier text)."""
+    kind = body[0] if body else None
+    if kind == _ZLIB_V1:
+        dictionary = _ZDICT_V1
+    elif kind == _ZLIB_AGAINST and against is not None:
+        dictionary = against
+    else:
         raise ValueError(f"a stored value of unknown encoding {body[:1]!r}")
-    decompressor = zlib.decompressobj(zlib.MAX_WBITS, _ZDICT_V1)
-    return json.loads(decompressor.decompress(body[1:]) + decompressor.flush())
+    decompressor = zlib.decompressobj(zlib.MAX_WBITS, dictionary)
+    return decompressor.decompress(body[1:]) + decompressor.flush()
+
+
+def unpack(body: bytes, against: bytes | None = None) -> Any:
+    """The JSON value a stored body holds."""
+    return json.loads(decompressed(body, against))
 
 
 def split_latency(entry: Mapping[str, Any]) -> tuple[dict[str, Any], float | None]:
@@ -106,41 +134,95 @@ def with_latency(ranking: Mapping[str, Any], latency: float | None) -> dict[str,
     return entry
 
 
+def latency_columns(latency: float | None) -> dict[str, Any]:
+    """An answers row's latency columns: whole microseconds where that is exact."""
+    if latency is not None and abs(latency) * 1e6 <= _MAX_US:
+        micros = round(latency * 1e6)
+        if micros / 1e6 == latency:
+            return {"latency_us": micros, "latency_s": None}
+    return {"latency_us": None, "latency_s": latency}
+
+
+def latency_of(micros: int | None, seconds: float | None) -> float | None:
+    """The latency ``latency_columns`` stored."""
+    return micros / 1e6 if micros is not None else seconds
+
+
+def verdict_code(verdict: CaseVerdict | None, outcome: Any) -> int | None:
+    """An answers row's verdict: None for the usual one of ``outcome`` (ok when answered,
+    else unanswered), which ``verdict_of`` gives back."""
+    if verdict is None or verdict == case_verdict(outcome):
+        return None
+    return VERDICT_CODES.get(verdict)
+
+
+def verdict_of(code: int | None, outcome: Any) -> CaseVerdict:
+    """The verdict ``verdict_code`` stored for a case of ``outcome``."""
+    return case_verdict(outcome) if code is None else VERDICTS[code]
+
+
+NewRows = Callable[[Sequence[Packed]], list[dict[str, Any]]]
+
+
+def alone(values: Sequence[Packed]) -> list[dict[str, Any]]:
+    """The rows of new values each compressed alone."""
+    return [{"body": compressed(value.text)} for value in values]
+
+
 def shared_keys(
-    conn: Connection, table: Table, packed: Sequence[tuple[bytes, bytes]], at: datetime
+    conn: Connection,
+    table: Table,
+    values: Sequence[Packed],
+    at: datetime,
+    new_rows: NewRows = alone,
 ) -> list[int]:
-    """The keys of ``packed`` values (``pack``'s) in ``table``, storing those not found."""
+    """The keys of ``values`` in ``table``, storing those not found (``new_rows`` makes their
+    rows but digest and time)."""
     key = table.primary_key.columns.values()[0]
     found: dict[bytes, int] = {}
-    wanted = list(dict.fromkeys(digest for digest, _ in packed))
+    wanted = list({value.digest: value for value in values}.values())
     near = (table.c.created_at >= at - REUSE, table.c.created_at <= at + REUSE)
-    for chunk in _chunks(wanted):
+    for chunk in _chunks([value.digest for value in wanted]):
         query = select(key, table.c.digest).where(table.c.digest.in_(chunk), *near)
         for number, digest in conn.execute(query):
             found.setdefault(bytes(digest), number)
-    bodies = dict(packed)
-    new = [
-        {"digest": digest, "created_at": at, "body": bodies[digest]}
-        for digest in wanted
-        if digest not in found
+    missing = [value for value in wanted if value.digest not in found]
+    rows = [
+        {**row, "digest": value.digest, "created_at": at}
+        for value, row in zip(missing, new_rows(missing), strict=True)
     ]
-    for chunk in _chunks(new):
+    for chunk in _chunks(rows):
         stored = conn.execute(
             table.insert().returning(key, table.c.digest, sort_by_parameter_order=True), chunk
         )
         for number, digest in stored:
             found[bytes(digest)] = number
-    return [found[digest] for digest, _ in packed]
+    return [found[value.digest] for value in values]
+
+
+def shared_texts(conn: Connection, table: Table, keys: Iterable[int]) -> dict[int, bytes]:
+    """The texts of ``table``'s values stored under ``keys``, by key: a body compressed
+    against another ranking (dict_key) is read with that ranking's text."""
+    key = table.primary_key.columns.values()[0]
+    against = table.c.get("dict_key")
+    columns = (key, table.c.body) if against is None else (key, table.c.body, against)
+    rows: dict[int, tuple[bytes, int | None]] = {}
+    for chunk in _chunks(sorted(set(keys))):
+        for number, body, *dictionary in conn.execute(select(*columns).where(key.in_(chunk))):
+            rows[number] = (bytes(body), dictionary[0] if dictionary else None)
+    needed = {d for _body, d in rows.values() if d is not None and d not in rows}
+    bases = shared_texts(conn, table, needed) if needed else {}
+    texts = {n: decompressed(body) for n, (body, d) in rows.items() if d is None}
+    bases.update(texts)
+    for number, (body, d) in rows.items():
+        if d is not None:
+            texts[number] = decompressed(body, bases[d])
+    return texts
 
 
 def shared_values(conn: Connection, table: Table, keys: Iterable[int]) -> dict[int, Any]:
     """The values of ``table`` stored under ``keys``, decoded, by key."""
-    key = table.primary_key.columns.values()[0]
-    values: dict[int, Any] = {}
-    for chunk in _chunks(sorted(set(keys))):
-        for number, body in conn.execute(select(key, table.c.body).where(key.in_(chunk))):
-            values[number] = unpack(body)
-    return values
+    return {number: json.loads(text) for number, text in shared_texts(conn, table, keys).items()}
 
 
 def case_keys(conn: Connection, suite: str, case_ids: Sequence[str]) -> dict[str, int]:

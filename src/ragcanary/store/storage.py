@@ -31,7 +31,7 @@ from ragcanary.store.queries import aware, forget_vectors, history_query, summar
 from ragcanary.store.rows import VECTOR_KEY, not_plain_json, run_row, vector_row
 from ragcanary.store.schema import baselines as baselines_table
 from ragcanary.store.schema import claims, rankings, runs, vectors
-from ragcanary.store.shared import shared_values
+from ragcanary.store.shared import latency_of, shared_values, verdict_of
 from ragcanary.store.writing import RunRows, insert_run
 
 # Runs deleted per transaction: a day of a 1,000-canary pair at 5 minutes is 288 runs and
@@ -253,12 +253,12 @@ class Store(ClaimsMixin):
             rows = conn.execute(query).all()
             shown = {
                 key: reading.history_view(ranking)
-                for key, ranking in shared_values(conn, rankings, {r[5] for r in rows}).items()
+                for key, ranking in shared_values(conn, rankings, {r[6] for r in rows}).items()
             }
         # A month of one canary is 8,640 rows: every microsecond per row counts.
         history = []
-        for run_id, at, target, run_outcome, latency, ranking, verdict in rows:
-            outcome, error, top, ids = shown[ranking]
+        for run_id, at, target, run_outcome, micros, seconds, ranking, verdict in rows:
+            outcome, error, top, ids, stored_outcome = shown[ranking]
             history.append(
                 {
                     "run_id": run_id,
@@ -267,10 +267,10 @@ class Store(ClaimsMixin):
                     "run_outcome": run_outcome,
                     "outcome": outcome,
                     "error": error,
-                    "latency_s": latency,
+                    "latency_s": latency_of(micros, seconds),
                     "top_score": top,
                     "ids": None if ids is None else list(ids),
-                    "verdict": reading.verdict(verdict),
+                    "verdict": verdict_of(verdict, stored_outcome),
                 }
             )
         return history

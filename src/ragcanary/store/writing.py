@@ -6,21 +6,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import CaseVerdict
 from ragcanary.store.schema import answers, rankings, run_parts, runs
 from ragcanary.store.shared import (
+    REUSE,
     SHARED_HEAD_KEYS,
-    VERDICT_CODES,
+    Packed,
     case_keys,
+    compressed,
+    latency_columns,
     next_run_key,
-    pack,
+    packed,
     shared_keys,
+    shared_texts,
     split_latency,
+    verdict_code,
 )
 
 
@@ -70,24 +76,74 @@ def numbered(conn: Connection, rows: RunRows) -> tuple[dict[str, Any], list[dict
     head = dict(run["report"])
     parts = {key: head.pop(key) for key in SHARED_HEAD_KEYS if key in head}
     split = [split_latency(entry) for entry in rows.entries]
-    packed = [pack(ranking) for ranking, _latency in split]
+    values = [packed(ranking) for ranking, _latency in split]
     at = run["started_at"]
     numbers = case_keys(conn, run["suite"], [entry["id"] for entry in rows.entries])
     order = [numbers[entry["id"]] for entry in rows.entries]
-    ranking_keys = shared_keys(conn, rankings, packed, at)
-    parts_key, order_key = shared_keys(conn, run_parts, [pack(parts), pack(order)], at)
+    case_of = {value.digest: case for value, case in zip(values, order, strict=True)}
+
+    def against_earlier(new: Sequence[Packed]) -> list[dict[str, Any]]:
+        bases = _bases(conn, [case_of[value.digest] for value in new], at)
+        made: list[dict[str, Any]] = []
+        for value in new:
+            base = bases.get(case_of[value.digest])
+            if base is None:
+                made.append({"body": compressed(value.text), "dict_key": None})
+            else:
+                made.append({"body": compressed(value.text, base[1]), "dict_key": base[0]})
+        return made
+
+    ranking_keys = shared_keys(conn, rankings, values, at, against_earlier)
+    parts_key, order_key = shared_keys(conn, run_parts, [packed(parts), packed(order)], at)
     run_key = next_run_key(conn)
     run.update(report=head, run_key=run_key, parts_key=parts_key, order_key=order_key)
     answer_rows = [
         {
             "case_key": case_key,
             "run_key": run_key,
-            "latency_s": latency,
             "ranking_key": ranking_key,
-            "verdict": None if verdict is None else VERDICT_CODES.get(verdict),
+            "verdict": verdict_code(verdict, ranking.get("outcome")),
+            **latency_columns(latency),
         }
-        for case_key, (_ranking, latency), ranking_key, verdict in zip(
+        for case_key, (ranking, latency), ranking_key, verdict in zip(
             order, split, ranking_keys, rows.verdicts, strict=True
         )
     ]
     return run, answer_rows
+
+
+def _bases(
+    conn: Connection, case_numbers: Sequence[int], at: datetime
+) -> dict[int, tuple[int, bytes]]:
+    """Per case, the ranking a new ranking of it is compressed against, and its text: the
+    ranking its newest stored answer refers to, or the one that ranking was compressed
+    against, if stored within REUSE of ``at`` and compressed alone (so a ranking is read
+    with at most one other). Cases without one are absent: their ranking is stored alone."""
+    chosen: dict[int, int] = {}
+    for case in dict.fromkeys(case_numbers):
+        newest = (
+            select(answers.c.ranking_key)
+            .where(answers.c.case_key == case)
+            .order_by(answers.c.run_key.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        found = conn.execute(
+            select(rankings.c.ranking_key, rankings.c.dict_key, rankings.c.created_at).where(
+                rankings.c.ranking_key == newest
+            )
+        ).first()
+        if found is not None:
+            chosen[case] = found.ranking_key if found.dict_key is None else found.dict_key
+    if not chosen:
+        return {}
+    near = conn.execute(
+        select(rankings.c.ranking_key).where(
+            rankings.c.ranking_key.in_(sorted(set(chosen.values()))),
+            rankings.c.dict_key.is_(None),
+            rankings.c.created_at >= at - REUSE,
+            rankings.c.created_at <= at + REUSE,
+        )
+    ).scalars()
+    texts = shared_texts(conn, rankings, near)
+    return {case: (key, texts[key]) for case, key in chosen.items() if key in texts}
