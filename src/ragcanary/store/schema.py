@@ -115,11 +115,12 @@ def _shared_values(name: str, key: str, *more: Column[Any]) -> Table:
     return Table(
         name,
         metadata,
-        Column(key, Integer, primary_key=True, autoincrement=True),
-        Column("digest", LargeBinary(16), nullable=False),
+        # Fixed-width columns first: PostgreSQL pads none of them then.
         Column("created_at", UTCDateTime(), nullable=False),
-        Column("body", LargeBinary, nullable=False),
+        Column(key, Integer, primary_key=True, autoincrement=True),
         *more,
+        Column("digest", LargeBinary(16), nullable=False),
+        Column("body", LargeBinary, nullable=False),
         # Digests are random, so a B-tree of them splits pages all over and stays half
         # empty; PostgreSQL's hash index holds a 4-byte hash per value (docs/performance.md).
         Index(f"{name}_digest", "digest", postgresql_using="hash"),
