@@ -38,7 +38,8 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "config.md"
 # field -> (what it does, an example value as written in YAML)
 DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "Config.storage": (
-        "Where runs, results and baselines are kept. Env: `RAGCANARY_STORAGE`.",
+        'Where runs, their rankings and baselines are kept (docs/architecture.md, "Storage"). '
+        "Env: `RAGCANARY_STORAGE`.",
         "postgresql+psycopg://ragcanary@db/ragcanary",
     ),
     "Config.listen": (
