@@ -216,8 +216,8 @@ def _index(held: set[str]) -> httpx.MockTransport:
 
 async def daemon_run(tmp_path: Path, storage: str) -> tuple[list[RunReport], bytes]:
     """Two runs of a daemon that was never started (``run_now``), the first pinned as the
-    baseline and, on PostgreSQL, made for a claimed tick; then the index loses d1. Returns
-    their reports and the exposition of the daemon's registry."""
+    baseline and, on PostgreSQL, made for a claimed tick; then the index loses d1; then a
+    prune. Returns their reports and the exposition of the daemon's registry."""
     loaded = _loaded(tmp_path, DAEMON_CONFIG.format(storage=storage), DAEMON_SUITE)
     held = {"d0", "d1", "o"}
     daemon = Daemon(
@@ -243,6 +243,7 @@ async def daemon_run(tmp_path: Path, storage: str) -> tuple[list[RunReport], byt
         first = await daemon.run_now(key, claim=claim)
         held.discard("d1")
         second = await daemon.run_now(key)
+        await daemon.prune()  # the pruning job: it measures the store (ragcanary_storage_bytes)
         return [first, second], generate_latest(daemon.exporter.registry)
     finally:
         await daemon.shutdown()

@@ -64,6 +64,7 @@ CONTRACT_METRICS: dict[str, tuple[str, frozenset[str]]] = {
     "ragcanary_last_success_timestamp_seconds": ("gauge", PAIR),
     "ragcanary_config_last_reload_successful": ("gauge", frozenset()),
     "ragcanary_build_info": ("gauge", frozenset({"version"})),
+    "ragcanary_storage_bytes": ("gauge", frozenset()),  # measured as the daemon starts
 }
 QUALITY = (
     "ragcanary_hit_rate",

@@ -32,6 +32,11 @@ candidates_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(candidates_app, name="candidates")
+storage_app = typer.Typer(
+    help="What the store holds and the bytes it takes, read without changing it.",
+    rich_markup_mode=None,
+)
+app.add_typer(storage_app, name="storage")
 
 # Registered in the order `ragcanary --help` lists them.
 app.command()(probing.run)
@@ -48,6 +53,7 @@ app.command()(inspecting.diff)
 app.command()(inspecting.history)
 app.command()(inspecting.runs)
 app.command()(inspecting.export)
+storage_app.command("stats")(inspecting.storage_stats)
 app.command()(probing.calibrate)
 candidates_app.command("list")(authoring.candidates_list)
 candidates_app.command("show")(authoring.candidates_show)

@@ -1,4 +1,4 @@
-"""The commands that read stored runs: baseline, diff, history, runs, export."""
+"""The commands that read stored runs: baseline, diff, history, runs, export, storage stats."""
 
 # No ``from __future__ import annotations`` here: typer reads every command's parameters on
 # every invocation, and evaluating them from strings each time cost 30 ms of each command.
@@ -170,3 +170,11 @@ def export(
     for name in files:
         typer.echo(f"wrote {out / name}")
     typer.echo(f"check: trec_eval -m all_trec {out / next(iter(files))} {out / list(files)[1]}")
+
+
+def storage_stats(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """What the store holds (runs, rankings, canary-runs, cases) and the bytes it takes."""
+    from ragcanary.cli.stored import print_footprint, stored_footprint
+
+    with running():
+        print_footprint(stored_footprint(read_only(config)), Console(), as_json)

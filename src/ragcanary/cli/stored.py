@@ -1,8 +1,10 @@
-"""What the commands that read stored runs do: baselines, diff, history, runs, export."""
+"""What the commands that read stored runs do: baselines, diff, history, runs, export, and
+the store's footprint."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -13,6 +15,7 @@ from ragcanary.errors import UsageError
 from ragcanary.suites.loaded import LoadedConfig
 
 if TYPE_CHECKING:
+    from ragcanary.store.footprint import Footprint
     from ragcanary.store.storage import Store
 
 
@@ -195,6 +198,93 @@ def print_runs(rows: Sequence[Mapping[str, Any]], console: Console, as_json: boo
         console.print_json(data=list(rows), default=str)
     else:
         show(console, render_runs(rows) if rows else Text("no run in that window"))
+
+
+def stored_footprint(loaded: LoadedConfig) -> Footprint:
+    """`ragcanary storage stats`: the store as it is; nothing is created, upgraded or written."""
+    from ragcanary.store.footprint import footprint
+    from ragcanary.store.storage import Store
+
+    store = Store.from_url(loaded.config.storage)
+    try:
+        return footprint(store)
+    finally:
+        store.close()
+
+
+def footprint_json(found: Footprint) -> dict[str, Any]:
+    """`ragcanary storage stats --json`: the footprint as one object."""
+    return {
+        "storage": found.location,
+        "backend": found.backend,
+        "runs": found.runs,
+        "rankings": found.rankings,
+        "answers": found.answers,
+        "cases": found.cases,
+        "oldest_started_at": found.oldest.isoformat() if found.oldest else None,
+        "newest_started_at": found.newest.isoformat() if found.newest else None,
+        "table_bytes": dict(found.tables) if found.tables is not None else None,
+        "database_bytes": found.database_bytes,
+        "total_bytes": found.total_bytes,
+        "bytes_per_answer": found.bytes_per_answer,
+    }
+
+
+def print_footprint(found: Footprint, console: Console, as_json: bool) -> None:
+    from rich.console import Group
+
+    from ragcanary.reports.terminal import show
+
+    if as_json:
+        console.print_json(data=footprint_json(found))
+        return
+    summary = Table(box=None, pad_edge=False, title=f"storage {found.location}")
+    summary.add_column("what")
+    summary.add_column("value", justify="right")
+    per_answer = found.bytes_per_answer
+    rows = [
+        ("runs", f"{found.runs:,}"),
+        ("oldest run started", _instant(found.oldest)),
+        ("newest run started", _instant(found.newest)),
+        ("canary-runs (answers)", f"{found.answers:,}"),
+        ("cases answered", f"{found.cases:,}"),
+        ("rankings", f"{found.rankings:,}"),
+        (
+            "total bytes" + (" (database and WAL)" if found.backend == "sqlite" else ""),
+            _size(found.total_bytes),
+        ),
+        ("bytes per canary-run", "-" if per_answer is None else f"{per_answer:,.0f}"),
+    ]
+    if found.database_bytes is not None:
+        rows.insert(-1, ("database pages", _size(found.database_bytes)))
+    for row in rows:
+        summary.add_row(*row)
+    if found.tables is None:
+        tables: Table | Text = Text(
+            "bytes per table: unavailable, this SQLite was built without the dbstat table "
+            "(the database pages above are all its tables and indexes, the WAL aside)"
+        )
+    else:
+        tables = Table(box=None, pad_edge=False, title="bytes per table, with its indexes")
+        tables.add_column("table")
+        tables.add_column("bytes", justify="right")
+        tables.add_column("share", justify="right")
+        whole = sum(found.tables.values()) or 1
+        for name, size in sorted(found.tables.items(), key=lambda item: (-item[1], item[0])):
+            tables.add_row(name, f"{size:,}", f"{size / whole:.0%}")
+    show(console, Group(summary, Text(""), tables))
+
+
+def _instant(at: datetime | None) -> str:
+    return "-" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _size(size: int) -> str:
+    """``size`` bytes exactly, and in the decimal unit a person reads it in."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size:,} ({size / scale:.1f} {unit})"
+    return f"{size:,}"
 
 
 def _since(since: str) -> float:

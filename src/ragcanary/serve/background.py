@@ -1,4 +1,5 @@
-"""The daemon's background writers: buffered runs once storage takes them, failure reports."""
+"""The daemon's background work: buffered runs once storage takes them, failure reports, and
+the size of the store."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import structlog
 
 from ragcanary.serve.intake.queue import Intake, Recount
 from ragcanary.serve.metrics.exporter import Exporter
+from ragcanary.store.footprint import stored_bytes
 from ragcanary.store.keeper import RunKeeper
 
 log = structlog.get_logger("ragcanary")
@@ -18,6 +20,7 @@ STORAGE_RETRY_MAX_S = 10.0
 INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
 PENDING_AFTER_CHANGE_S = 1.0  # while batches are stored, the pending gauge is read this often
 PENDING_REFRESH_S = 15.0  # and at least this often (a review closes candidates elsewhere)
+STORAGE_SIZE_S = 60.0  # the store's size is measured this often, and after each prune
 
 
 async def keep_storing(keeper: RunKeeper, exporter: Exporter) -> None:
@@ -44,6 +47,26 @@ async def keep_intake(intake: Intake, keeper: RunKeeper, exporter: Exporter) -> 
             if pending is not None:
                 exporter.set_candidates_pending(pending)
             recount.counted(started, ok=pending is not None)
+
+
+async def keep_measuring(
+    keeper: RunKeeper, exporter: Exporter, every_s: float = STORAGE_SIZE_S
+) -> None:
+    """Export the store's size now and every ``every_s`` (``measure_storage``)."""
+    while True:
+        await measure_storage(keeper, exporter)
+        await asyncio.sleep(every_s)
+
+
+async def measure_storage(keeper: RunKeeper, exporter: Exporter) -> None:
+    """Set ``ragcanary_storage_bytes`` to the store's size, measured in a worker thread.
+
+    While storage is down (or the measurement fails, which counts a storage error) the gauge
+    keeps the last size measured: an outage does not empty the store.
+    """
+    size = await keeper.call(stored_bytes, keeper.store)
+    if size is not None:
+        exporter.set_storage_bytes(size)
 
 
 async def flush_intake(intake: Intake) -> None:

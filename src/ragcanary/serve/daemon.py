@@ -32,7 +32,14 @@ from ragcanary.probe.presets import PresetTarget, make_target
 from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
-from ragcanary.serve.background import flush_intake, keep_intake, keep_storing
+from ragcanary.serve.background import (
+    STORAGE_SIZE_S,
+    flush_intake,
+    keep_intake,
+    keep_measuring,
+    keep_storing,
+    measure_storage,
+)
 from ragcanary.serve.daemon_service import DaemonService
 from ragcanary.serve.http.server import api_server
 from ragcanary.serve.intake.queue import Intake, intake_settings
@@ -81,6 +88,7 @@ class Daemon:
         client_factory: Callable[..., httpx.AsyncClient] = make_client,
         index_checks: IndexChecks | None = None,
         judge: Judge | None = None,
+        storage_size_s: float = STORAGE_SIZE_S,
     ) -> None:
         self.config_file = config_file
         self.environ = environ
@@ -124,6 +132,8 @@ class Daemon:
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
+        self.storage_size_s = storage_size_s  # how often ragcanary_storage_bytes is measured
+        self._size_task: asyncio.Task[None] | None = None
         self.jobs = Jobs(
             self._run_job, rng=rng or random.Random(), on_grid=self.replicas is not None
         )
@@ -166,6 +176,9 @@ class Daemon:
         self._intake_task = asyncio.get_running_loop().create_task(
             keep_intake(self.intake, self.keeper, self.exporter)
         )
+        self._size_task = asyncio.get_running_loop().create_task(
+            keep_measuring(self.keeper, self.exporter, self.storage_size_s)
+        )
         if self.replicas is not None:
             await self.replicas.beat()
             self._replica_task = asyncio.get_running_loop().create_task(self._keep_in_touch())
@@ -204,7 +217,13 @@ class Daemon:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         await self.connections.aclose()
-        for background in (self._storage_task, self._replica_task, self._intake_task):
+        background_tasks = (
+            self._storage_task,
+            self._replica_task,
+            self._intake_task,
+            self._size_task,
+        )
+        for background in background_tasks:
             if background is not None:
                 background.cancel()
                 await asyncio.wait([background], timeout=1)
@@ -501,13 +520,14 @@ class Daemon:
         await self.keeper.set_baseline(suite, target, run_id)
 
     async def prune(self) -> None:
-        """Delete runs past the configured retention."""
+        """Delete runs past the configured retention, then export the store's new size."""
         config = self.loaded.config
         await self.keeper.prune(
             datetime.now(UTC),
             timedelta(seconds=config.retention),
             timedelta(seconds=config.retention_failed),
         )
+        await measure_storage(self.keeper, self.exporter)
 
     def _gate(self, target: str) -> TargetGate:
         return self.connections.gate(target, self.loaded.config.targets[target])

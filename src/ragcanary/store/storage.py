@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -75,6 +76,19 @@ class Store(ClaimsMixin):
     def dialect(self) -> str:
         """``sqlite`` or ``postgresql``."""
         return str(self._engine.dialect.name)
+
+    @property
+    def location(self) -> str:
+        """The storage URL as messages name the database: its password hidden."""
+        return self._where
+
+    @property
+    def database_file(self) -> Path | None:
+        """The SQLite database's file; None on PostgreSQL and for a database in memory."""
+        database = self._engine.url.database
+        if self.dialect != "sqlite" or not database or database == ":memory:":
+            return None
+        return Path(database)
 
     @classmethod
     def from_url(cls, url: str) -> Store:

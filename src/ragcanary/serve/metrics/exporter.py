@@ -98,6 +98,7 @@ class Exporter:
         self._f = PairFamilies()
         self._p = ProcessFamilies(self._base, version)
         self._info: dict[Gauge, str | None] = {}  # the URL each info gauge shows
+        self._storage_measured = False
 
     def load(
         self,
@@ -236,6 +237,13 @@ class Exporter:
     def set_buffered_runs(self, runs: int) -> None:
         """Record how many runs wait for storage."""
         self._p.buffered.set(runs)
+
+    def set_storage_bytes(self, size: int) -> None:
+        """Record the bytes the store holds; the series appears with the first measurement."""
+        if not self._storage_measured:
+            self._base.register(self._p.storage_bytes)
+            self._storage_measured = True
+        self._p.storage_bytes.set(size)
 
     def count_storage_error(self, operation: str) -> None:
         """Count one failed storage call (``operation``: read, write or check), or one line or

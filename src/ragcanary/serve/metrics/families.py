@@ -201,6 +201,14 @@ class ProcessFamilies:
             "Runs waiting in memory (or the spool) for storage to accept them.",
             registry=registry,
         )
+        # Registered by the first measurement (Exporter.set_storage_bytes): a size not yet
+        # measured is absent, never a 0 that reads as an empty store.
+        self.storage_bytes = Gauge(
+            "ragcanary_storage_bytes",
+            "Bytes the store holds: the SQLite database and its WAL, or the store's PostgreSQL "
+            "tables with their indexes.",
+            registry=None,
+        )
         self.storage_errors = Counter(
             "ragcanary_storage_errors_total",
             "Storage reads and writes that failed (unreachable, read-only, timed out).",
