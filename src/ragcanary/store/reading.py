@@ -85,7 +85,7 @@ def case_entries(
 
 
 def returned_ids(conn: Connection, suite: str, run_ids: Sequence[str]) -> dict[str, set[str]]:
-    """Every id any case of each of ``run_ids`` returned, by run id (absent: none)."""
+    """Every id any case of each of ``run_ids`` returned, by run id (Store.returned_by)."""
     by_run: dict[str, set[int]] = {}
     for start in range(0, len(run_ids), BATCH):
         query = (

@@ -307,7 +307,8 @@ class Store(ClaimsMixin):
 
     def returned_by(self, suite: str, run_ids: Sequence[str]) -> dict[str, set[str]]:
         """Every id any case of each of ``run_ids`` (runs of ``suite``) returned, by run id;
-        a run whose cases returned none is absent."""
+        a run without an answered case is absent (one whose cases returned empty lists is
+        there, with no ids)."""
         with self._read() as conn:
             return reading.returned_ids(conn, suite, list(run_ids))
 
