@@ -177,7 +177,7 @@ def _share_rankings(conn: Connection) -> None:
     results and points tables go. Runs are read and written BACKFILL_RUNS at a time, oldest
     first (runs close in time share the most), with progress in the log.
     """
-    for column in ("run_key", "parts_key", "order_key"):
+    for column in ("run_key", "parts_key", "order_key", "metrics_key"):
         conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column} INTEGER"))
     next(index for index in runs.indexes if index.name == "runs_key").create(conn)
     for table in (cases, rankings, run_parts, answers):
@@ -194,7 +194,12 @@ def _share_rankings(conn: Connection) -> None:
             conn.execute(
                 update(runs)
                 .where(runs.c.run_id == run["run_id"])
-                .values({key: run[key] for key in ("report", "run_key", "parts_key", "order_key")})
+                .values(
+                    {
+                        key: run[key]
+                        for key in ("report", "run_key", "parts_key", "order_key", "metrics_key")
+                    }
+                )
             )
             if answer_rows:
                 conn.execute(answers.insert(), answer_rows)

@@ -23,7 +23,8 @@ from ragcanary.measure.report_json import (
 )
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.store import reading
-from ragcanary.store.schema import runs
+from ragcanary.store.schema import run_parts, runs
+from ragcanary.store.shared import shared_values
 from ragcanary.store.storage import Store
 
 
@@ -79,9 +80,11 @@ def run_metrics(store: Store, run_ids: Iterable[str]) -> dict[str, dict[str, flo
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
-    query = select(runs.c.run_id, runs.c.report["metrics"]).where(runs.c.run_id.in_(wanted))
+    query = select(runs.c.run_id, runs.c.metrics_key).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
-        return {run_id: read_numbers(metrics) for run_id, metrics in conn.execute(query)}
+        keys = dict(conn.execute(query).all())
+        metrics = shared_values(conn, run_parts, (k for k in keys.values() if k is not None))
+    return {run_id: read_numbers(metrics.get(key)) for run_id, key in keys.items()}
 
 
 def stale_findings(
@@ -108,7 +111,7 @@ def run_heads(store: Store, run_ids: Iterable[str]) -> dict[str, RunReport]:
     wanted = sorted(set(run_ids))
     if not wanted:
         return {}
-    query = select(runs.c.run_id, runs.c.report, runs.c.parts_key).where(runs.c.run_id.in_(wanted))
+    query = select(*reading.HEAD_COLUMNS).where(runs.c.run_id.in_(wanted))
     with store.reading() as conn:
         found = reading.heads(conn, conn.execute(query).all())
     return {run_id: unmarshal({**head, "cases": []}) for run_id, head in found.items()}

@@ -63,6 +63,7 @@ def delete_unreferenced(write: Transaction, cutoff: datetime) -> int:
     referred = union(
         select(runs.c.parts_key.label("key")).where(before, runs.c.parts_key.is_not(None)),
         select(runs.c.order_key.label("key")).where(before, runs.c.order_key.is_not(None)),
+        select(runs.c.metrics_key.label("key")).where(before, runs.c.metrics_key.is_not(None)),
     ).subquery()
     kept_parts = select(referred.c.key)
     # A ranking another is compressed against stays while that one does.

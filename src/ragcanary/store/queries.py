@@ -85,7 +85,7 @@ def summaries() -> sqlalchemy.Select[Any]:
         runs.c.coverage,
         # The database extracts the object a summary shows: a report with a thousand cases
         # is hundreds of kB that a list of fifty runs need not read or decode.
-        runs.c.report["metrics"].label("metrics"),
+        runs.c.metrics_key,
         runs.c.parts_key,
     ).order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
 
@@ -93,10 +93,12 @@ def summaries() -> sqlalchemy.Select[Any]:
 def summarised(conn: Connection, rows: Sequence[Any]) -> list[dict[str, Any]]:
     """The summaries of ``summaries()``'s rows, with the deltas of their baseline comparison
     (read from the shared parts, each of which many runs share)."""
-    parts = shared_values(conn, run_parts, [row.parts_key for row in rows if row.parts_key])
+    keys = [key for row in rows for key in (row.parts_key, row.metrics_key) if key is not None]
+    parts = shared_values(conn, run_parts, keys)
     out = []
     for row in rows:
         found = dict(row._mapping)
+        found["metrics"] = parts.get(found.pop("metrics_key"))
         baseline = parts.get(found.pop("parts_key"), {}).get("baseline")
         found["deltas"] = baseline.get("deltas") if isinstance(baseline, dict) else None
         out.append(found)

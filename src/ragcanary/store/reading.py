@@ -14,20 +14,21 @@ from ragcanary.store.rows import text_or_none
 from ragcanary.store.schema import answers, cases, rankings, run_parts, runs
 from ragcanary.store.shared import BATCH, latency_of, shared_values, with_latency
 
-
-def head(conn: Connection, report: Mapping[str, Any], parts_key: int | None) -> dict[str, Any]:
-    """A run's report but its cases: runs.report and its shared parts."""
-    if parts_key is None:
-        return dict(report)
-    parts = shared_values(conn, run_parts, [parts_key])
-    return {**report, **parts[parts_key]}
+HEAD_COLUMNS = (runs.c.run_id, runs.c.report, runs.c.parts_key, runs.c.metrics_key)
 
 
 def heads(conn: Connection, rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """The heads of runs rows (run_id, report, parts_key), by run_id: each part read once."""
-    keys = [row.parts_key for row in rows if row.parts_key is not None]
+    """The heads (reports but their cases) of runs rows of HEAD_COLUMNS, by run_id: runs.report
+    and its shared parts, each part read once."""
+    keys = [key for row in rows for key in (row.parts_key, row.metrics_key) if key is not None]
     parts = shared_values(conn, run_parts, keys)
-    return {row.run_id: {**row.report, **parts.get(row.parts_key, {})} for row in rows}
+    found = {}
+    for row in rows:
+        head = dict(row.report)
+        if row.metrics_key is not None:
+            head["metrics"] = parts[row.metrics_key]
+        found[row.run_id] = {**head, **parts.get(row.parts_key, {})}
+    return found
 
 
 def entries(conn: Connection, run_id: str) -> list[dict[str, Any]] | None:

@@ -76,13 +76,15 @@ runs = Table(
     Column("duration_s", Float),
     Column("outcome", String(OUTCOME_LENGTH), nullable=False),
     Column("coverage", Float),
-    # The run-level part of the report's JSON (measure.report_json) but "cases" and the
-    # SHARED_HEAD_KEYS, which are in the run_parts row parts_key names (store.shared).
+    # The run-level part of the report's JSON (measure.report_json) but "cases", "metrics"
+    # and the SHARED_HEAD_KEYS, which are in the run_parts rows metrics_key and parts_key
+    # name (store.shared).
     Column("report", _json(), nullable=False),
     # The run's number, what answers refer to it by (schema version 7); NULL only in
     # check_write's row, which nobody sees.
     Column("run_key", Integer),
     Column("parts_key", Integer),  # run_parts: the SHARED_HEAD_KEYS of the report
+    Column("metrics_key", Integer),  # run_parts: the report's metrics (summaries read them)
     Column("order_key", Integer),  # run_parts: the case_keys of its cases, in report order
     # list_runs / latest_run for one pair.
     Index("runs_suite_target_started", "suite", "target", "started_at"),

@@ -155,11 +155,11 @@ class Store(ClaimsMixin):
         """
         with self._read() as conn:
             run = conn.execute(
-                select(runs.c.report, runs.c.parts_key).where(runs.c.run_id == run_id)
+                select(*reading.HEAD_COLUMNS).where(runs.c.run_id == run_id)
             ).one_or_none()
             if run is None:
                 return None
-            report = reading.head(conn, run.report, run.parts_key)
+            report = reading.heads(conn, [run])[run_id]
             cases = reading.entries(conn, run_id) or []
             kept = {
                 row.position: row.vector

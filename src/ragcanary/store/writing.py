@@ -75,6 +75,7 @@ def numbered(conn: Connection, rows: RunRows) -> tuple[dict[str, Any], list[dict
     run = dict(rows.run)
     head = dict(run["report"])
     parts = {key: head.pop(key) for key in SHARED_HEAD_KEYS if key in head}
+    metrics = [packed(head.pop("metrics"))] if "metrics" in head else []
     split = [split_latency(entry) for entry in rows.entries]
     values = [packed(ranking) for ranking, _latency in split]
     at = run["started_at"]
@@ -94,13 +95,20 @@ def numbered(conn: Connection, rows: RunRows) -> tuple[dict[str, Any], list[dict
         return made
 
     ranking_keys = shared_keys(conn, rankings, values, at, against_earlier)
-    parts_key, order_key = shared_keys(conn, run_parts, [packed(parts), packed(order)], at)
-    run_key = next_run_key(conn)
-    run.update(report=head, run_key=run_key, parts_key=parts_key, order_key=order_key)
+    parts_key, order_key, *metrics_key = shared_keys(
+        conn, run_parts, [packed(parts), packed(order), *metrics], at
+    )
+    run.update(
+        report=head,
+        run_key=next_run_key(conn),
+        parts_key=parts_key,
+        order_key=order_key,
+        metrics_key=metrics_key[0] if metrics_key else None,
+    )
     answer_rows = [
         {
             "case_key": case_key,
-            "run_key": run_key,
+            "run_key": run["run_key"],
             "ranking_key": ranking_key,
             "verdict": verdict_code(verdict, ranking.get("outcome")),
             **latency_columns(latency),
