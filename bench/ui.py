@@ -1,15 +1,16 @@
 """Benchmark: the web pages (/ui/) over a store of 1,000 canaries run every 5 minutes for 30 days.
 
-The store is filled as the history benchmark fills it (bulk rows shaped exactly as
-``Store.save_run`` writes them), but each run carries a whole run-level report: metrics per tag,
-the baseline comparison with p-values and intervals, a verdict's failures and regressions; the
-last two days are regressions and the first run is the pinned baseline. A daemon is built on
-that store and its config (not started: no scheduler), and each page is requested through the
-app itself (httpx's ASGI transport), so the time is the server's: routing, storage reads, the
-page's computation and rendering, without a network. Each page is also measured in bytes,
-with the scripts and stylesheets it loads. The fleet page is timed once more with 50 pairs.
-The candidates page lists the first page of 10,000 pending failure reports and asks a
-retriever that answers at once (its own process) for the live results of the first 20.
+The store is filled as the history benchmark fills it (in bulk, exactly the rows
+``Store.save_run`` writes: ``bulk``), but each run carries a whole run-level report: metrics
+per tag, the baseline comparison with p-values and intervals, a verdict's failures and
+regressions; the last two days are regressions and the first run is the pinned baseline. A
+daemon is built on that store and its config (not started: no scheduler), and each page is
+requested through the app itself (httpx's ASGI transport), so the time is the server's:
+routing, storage reads, the page's computation and rendering, without a network. Each page
+is also measured in bytes, with the scripts and stylesheets it loads. The fleet page is timed
+once more with 50 pairs. The candidates page lists the first page of 10,000 pending failure
+reports and asks a retriever that answers at once (its own process) for the live results of
+the first 20.
 
     .venv/bin/python bench/run.py ui            # what docs/performance.md reports
     .venv/bin/python bench/ui.py --backend sqlite --canaries 200    # one-off scales
@@ -31,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import bulk
 import httpx
 from history import (
     DAYS,
@@ -39,7 +41,6 @@ from history import (
     KS,
     VARIANTS,
     Canary,
-    _insert,
     canaries,
     database,
     postgres_unreachable,
@@ -50,6 +51,7 @@ from retriever import RetrieverProcess
 from sqlalchemy.pool import NullPool
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.case_verdict import RunFindings
 from ragcanary.measure.metrics import aggregate
 from ragcanary.measure.report_json import unmarshal
 from ragcanary.measure.run_report import RunReport
@@ -57,7 +59,7 @@ from ragcanary.probe.target import make_client
 from ragcanary.serve.daemon import Daemon
 from ragcanary.serve.http.api import create_app
 from ragcanary.store.engine import make_engine
-from ragcanary.store.schema import baselines, candidates, runs
+from ragcanary.store.schema import baselines, candidates
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import load_config
 
@@ -151,19 +153,16 @@ def run_report(
     )
 
 
-def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
-    """30 days of runs every EVERY_S up to ``now``, the first pinned; seconds it took."""
+def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> bulk.Numbering:
+    """30 days of runs every EVERY_S up to ``now``, the first pinned; the numbering of the
+    runs stored, to number more after them."""
     rng = random.Random(seed)
     steps = DAYS * 86_400 // EVERY_S
     regressed_from = steps - REGRESSED_DAYS * 86_400 // EVERY_S
-    start = time.perf_counter()
-    engine = make_engine(url, poolclass=NullPool)
-    with engine.connect() as conn:
-        if engine.dialect.name == "sqlite":
-            conn.exec_driver_sql("PRAGMA cache_size = -1000000")
-            conn.commit()
+    with bulk.filling(url) as conn:
+        numbers = bulk.numbering(conn, "core", [canary.case.id for canary in suite])
         # Run-level reports repeat from run to run (computing 8,640 would take minutes); the
-        # per-case rows differ in every run.
+        # answers differ in every run.
         templates = {
             regressed: [
                 run_report("t", now, suite, [rng.randrange(VARIANTS) for _ in suite], regressed)
@@ -171,14 +170,23 @@ def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
             ]
             for regressed in (False, True)
         }
-        batch: list[tuple[dict[str, Any], list[int]]] = []
+        # Each canary's answers as each template's judgement has it (its regressed cases).
+        judged = {
+            (regressed, n): _judged(template, suite)
+            for regressed, made in templates.items()
+            for n, template in enumerate(made)
+        }
+        batch: list[bulk.Numbered] = []
         for step in range(steps):
             started_at = now - timedelta(seconds=EVERY_S * (steps - 1 - step))
             picks = [rng.randrange(VARIANTS) for _ in suite]
-            template = templates[step >= regressed_from][step % 3]
-            batch.append((run_head(template, f"run-{step:06d}", started_at), picks))
+            which = (step >= regressed_from, step % 3)
+            run = run_head(templates[which[0]][which[1]], f"run-{step:06d}", started_at)
+            answers = judged[which]
+            answered = [answers[c][pick] for c, pick in enumerate(picks)]
+            batch.append(numbers.number(run, answered))
             if len(batch) * len(suite) >= 50_000 or step == steps - 1:
-                _insert(conn, suite, batch)
+                bulk.write(conn, batch, numbers)
                 batch = []
         conn.execute(
             baselines.insert().values(
@@ -186,11 +194,18 @@ def fill(url: str, suite: list[Canary], now: datetime, seed: int = 1) -> float:
             )
         )
         conn.commit()
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("ANALYZE")
-            conn.commit()
-    engine.dispose()
-    return time.perf_counter() - start
+    return numbers
+
+
+def _judged(template: RunReport, suite: list[Canary]) -> list[list[bulk.Answer]]:
+    findings = RunFindings.of_report(template)
+    return [
+        [
+            answer.judged(findings.verdict(canary.case.id, entry["outcome"]))
+            for answer, entry in zip(canary.answers, canary.entries, strict=True)
+        ]
+        for canary in suite
+    ]
 
 
 def add_candidates(url: str, now: datetime, count: int = PENDING, seed: int = 2) -> None:
@@ -233,26 +248,24 @@ def add_candidates(url: str, now: datetime, count: int = PENDING, seed: int = 2)
     engine.dispose()
 
 
-def add_pairs(url: str, suite: list[Canary], now: datetime, count: int) -> None:
-    """Runs of the last day for ``count`` more targets of the suite (the run-level rows a
-    fleet page reads; their per-case rows are left out)."""
+def add_pairs(
+    url: str, suite: list[Canary], now: datetime, count: int, numbers: bulk.Numbering
+) -> None:
+    """Runs of the last day for ``count`` more targets of the suite, numbered after the
+    filled ones: the run-level rows a fleet page reads (stored as runs without cases)."""
     template = run_report("t", now, suite, [0] * len(suite), regressed=False)
-    rows = [
+    made = [
         run_head(
             template,
             f"extra-{t:03d}-{step:04d}",
             now - timedelta(seconds=EVERY_S * step),
             target=f"extra-{t:03d}",
         )
+        for step in reversed(range(86_400 // EVERY_S))  # in time order, as bulk numbers them
         for t in range(1, count)
-        for step in range(86_400 // EVERY_S)
     ]
-    engine = make_engine(url, poolclass=NullPool)
-    with engine.begin() as conn:
-        conn.execute(runs.insert(), rows)
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("ANALYZE")
-    engine.dispose()
+    with bulk.filling(url) as conn:
+        bulk.write(conn, [numbers.number(run, []) for run in made], numbers)
 
 
 def write_config(
@@ -389,7 +402,9 @@ def measure(backend: str, count: int) -> dict[str, Any]:
         with Store.from_url(url) as store:
             store.migrate()
         print(f"  {backend}: filling {count} canaries x {DAYS} days", flush=True)
-        fill_s = fill(url, suite, now)
+        started = time.perf_counter()
+        numbers = fill(url, suite, now)
+        fill_s = time.perf_counter() - started
         add_candidates(url, now)
         print(f"  {backend}: filled in {fill_s:.0f} s", flush=True)
         config = write_config(Path(directory), url, suite, search_url=retriever.url)
@@ -416,7 +431,7 @@ def measure(backend: str, count: int) -> dict[str, Any]:
             client.close(opened)
             daemon.store.close()
         print(f"  {backend}: adding the last day of {FLEET_PAIRS - 1} more pairs", flush=True)
-        add_pairs(url, suite, now, FLEET_PAIRS)
+        add_pairs(url, suite, now, FLEET_PAIRS, numbers)
         names = ["search"] + [f"extra-{t:03d}" for t in range(1, FLEET_PAIRS)]
         config = write_config(Path(directory), url, suite, names)
         daemon = Daemon(config, {}, load_config(config, {}))
@@ -548,11 +563,13 @@ def render(result: dict[str, Any]) -> str:
         "outcomes, draws every run while they fit the sparkline's 120 pixels, else the worst "
         "run of each slot of time that fits (a quarter of an hour for runs every 5 minutes), "
         "and reads each drawn run's metrics "
-        "object once (the database extracts it), remembering it and the newest run's summary "
+        "object once (the database extracts it; the deltas of its baseline comparison come "
+        "from the run-level parts runs share), remembering it and the newest run's summary "
         "from view to view, since a stored run never changes; a first view reads them all, "
-        "later views only the runs that are new. The diff page reads the two whole reports "
-        "and compares every case, which makes it the slowest page of a pair; the case page's "
-        "30-day window reads 8,640 points."
+        "later views only the runs that are new. The run and diff pages read whole reports "
+        "(a run's answers and every ranking they name, decompressed and decoded); the diff "
+        "reads two and compares every case, which makes it the slowest page of a pair. The "
+        "case page's 30-day window reads 8,640 answers and the rankings they name."
     )
     if result["quick"]:
         said.append(f"Quick scale: {result['canaries']} canaries instead of {FULL_CANARIES:,}.")

@@ -47,7 +47,7 @@ def history_query(
     suite: str, case_id: str, target: str | None = None, since: datetime | None = None
 ) -> sqlalchemy.Select[Any]:
     """The SELECT behind ``Store.case_history``: one range of the answers table's key (the
-    case's), each answer joined to its run by number."""
+    case's), each answer joined to its run by number, in the order of the runs' numbers."""
     case_key = (
         select(cases.c.case_key)
         .where(cases.c.suite == suite, cases.c.case_id == case_id)
@@ -71,7 +71,10 @@ def history_query(
         query = query.where(runs.c.target == target)
     if since is not None:
         query = query.where(runs.c.started_at >= aware(since, "since"))
-    return query.order_by(runs.c.started_at, runs.c.run_id)
+    # In the key's order, which reading it costs nothing; Store.case_history puts the rows in
+    # time order (they mostly are already: runs are numbered as they are stored). Sorting them
+    # here made SQLite build a temporary B-tree, two thirds of the query's time.
+    return query.order_by(answers.c.run_key)
 
 
 def summaries() -> sqlalchemy.Select[Any]:

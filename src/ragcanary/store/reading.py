@@ -9,10 +9,11 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from ragcanary.measure.case_verdict import CaseVerdict
 from ragcanary.store.errors import StorageError
 from ragcanary.store.rows import text_or_none
 from ragcanary.store.schema import answers, cases, rankings, run_parts, runs
-from ragcanary.store.shared import BATCH, latency_of, shared_values, with_latency
+from ragcanary.store.shared import BATCH, latency_of, shared_values, verdict_of, with_latency
 
 HEAD_COLUMNS = (runs.c.run_id, runs.c.report, runs.c.parts_key, runs.c.metrics_key)
 
@@ -110,9 +111,10 @@ def returned_ids(conn: Connection, suite: str, run_ids: Sequence[str]) -> dict[s
     return returned
 
 
-def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, CaseVerdict]:
     """What a history shows of a ranking: its outcome, error, top score and ids (values of
-    unexpected types, a hand-written report's, shown as None), and the outcome as stored."""
+    unexpected types, a hand-written report's, shown as None), and the verdict of its
+    outcome in a run that named it nowhere (``shared.verdict_of`` of no code)."""
     scores = ranking.get("scores")
     top = scores[0] if isinstance(scores, list) and scores else None
     ids = ranking.get("ids")
@@ -121,7 +123,7 @@ def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
         _text(ranking.get("error")),
         top if isinstance(top, float) and math.isfinite(top) else None,
         ids if isinstance(ids, list) else None,
-        ranking.get("outcome"),
+        verdict_of(None, ranking.get("outcome")),
     )
 
 

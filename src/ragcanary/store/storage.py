@@ -32,7 +32,7 @@ from ragcanary.store.queries import aware, forget_vectors, history_query, summar
 from ragcanary.store.rows import VECTOR_KEY, not_plain_json, run_row, vector_row
 from ragcanary.store.schema import baselines as baselines_table
 from ragcanary.store.schema import claims, rankings, runs, vectors
-from ragcanary.store.shared import latency_of, shared_values, verdict_of
+from ragcanary.store.shared import VERDICTS, shared_values
 from ragcanary.store.writing import RunRows, insert_run
 
 # Runs deleted per transaction: a day of a 1,000-canary pair at 5 minutes is 288 runs and
@@ -264,16 +264,19 @@ class Store(ClaimsMixin):
         """
         query = history_query(suite, case_id, target, since)
         with self._read() as conn:
-            rows = conn.execute(query).all()
+            # Stored in time order but for runs stored late: a nearly sorted list.
+            rows = sorted(conn.execute(query).all(), key=_by_time)
             shown = {
                 key: reading.history_view(ranking)
                 for key, ranking in shared_values(conn, rankings, {r[6] for r in rows}).items()
             }
-        # A month of one canary is 8,640 rows: every microsecond per row counts.
-        history = []
-        for run_id, at, target, run_outcome, micros, seconds, ranking, verdict in rows:
-            outcome, error, top, ids, stored_outcome = shown[ranking]
-            history.append(
+        # A month of one canary is 8,640 rows: every microsecond per row counts, so what
+        # latency_of and verdict_of do is written out here.
+        history: list[dict[str, Any]] = []
+        append = history.append
+        for run_id, at, target, run_outcome, micros, seconds, ranking, code in rows:
+            outcome, error, top, ids, usual = shown[ranking]
+            append(
                 {
                     "run_id": run_id,
                     "started_at": at,
@@ -281,10 +284,10 @@ class Store(ClaimsMixin):
                     "run_outcome": run_outcome,
                     "outcome": outcome,
                     "error": error,
-                    "latency_s": latency_of(micros, seconds),
+                    "latency_s": seconds if micros is None else micros / 1e6,
                     "top_score": top,
-                    "ids": None if ids is None else list(ids),
-                    "verdict": verdict_of(verdict, stored_outcome),
+                    "ids": None if ids is None else ids[:],  # each row its own list
+                    "verdict": usual if code is None else VERDICTS[code],
                 }
             )
         return history
@@ -460,6 +463,11 @@ class Store(ClaimsMixin):
         if isinstance(error, exc.StatementError) and not isinstance(error, exc.DBAPIError):
             reason = f"a value could not be stored ({reason})"
         return StorageError(f"the database at {self._where} refused the request: {reason}")
+
+
+def _by_time(row: Any) -> tuple[datetime, str]:
+    """A history row's place: when its run started, then its run id."""
+    return row[1], row[0]
 
 
 def _refused(run_id: str, error: Exception) -> StorageError:
