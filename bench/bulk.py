@@ -269,6 +269,11 @@ def write(conn: sqlalchemy.Connection, batch: Sequence[Numbered], numbers: Numbe
         ):
             for row in rows:
                 copy.write_row(row)
+    if dialect == "sqlite" and numbers.run_key:
+        # The next save_run's number follows (shared.next_run_key): AUTOINCREMENT remembers
+        # the highest key a row of run_numbers ever had.
+        raw.execute("INSERT INTO run_numbers (run_key) VALUES (?)", (numbers.run_key,))
+        raw.execute("DELETE FROM run_numbers")
     if dialect == "postgresql":
         for sequence, last in (
             ("pg_get_serial_sequence('rankings', 'ranking_key')", numbers.rankings.last),

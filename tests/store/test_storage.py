@@ -34,8 +34,9 @@ from ragcanary.measure.run_report import (
 from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
+from ragcanary.store.pruning import delete_runs, delete_values, find_unreferenced
 from ragcanary.store.rows_v6 import case_row, decode_ids, encode_ids
-from ragcanary.store.schema import rankings
+from ragcanary.store.schema import rankings, run_parts, runs
 from ragcanary.store.schema_v6 import results_v6
 from ragcanary.store.shared import shared_values
 from ragcanary.store.storage import Store
@@ -1023,6 +1024,49 @@ def test_a_ranking_others_are_stored_against_outlives_its_runs_while_they_stay(
     # The new run's rankings are compressed alone: the pinned run's were too old to use.
     assert [against for _key, against in _ranking_rows(store_url)] == [None, None]
     assert store.get_report("new") == make_report("new", NOW)
+
+
+def test_a_value_a_late_run_refers_to_while_pruning_looks_is_kept(
+    store: Store, store_url: str
+) -> None:
+    """Pruning finds unreferenced values in a read, then deletes them a few at a time: a run
+    stored in between (a late one, from the spool) that refers to one of them keeps it."""
+    old = NOW - timedelta(days=40)
+    store.save_run(make_report("gone", old))
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            expired = sqlalchemy.select(runs.c.run_id, runs.c.run_key, runs.c.suite)
+            assert delete_runs(conn, expired.where(runs.c.run_id == "gone")) == 1
+            found = find_unreferenced(conn, NOW - timedelta(days=30))
+        assert len(found.rankings) == 2
+        late = make_report("late", old + timedelta(minutes=1))
+        late = with_cases(
+            late, *(dataclasses.replace(c, ids=(f"{c.id}-doc", "gone-doc")) for c in late.cases)
+        )
+        store.save_run(late)  # answers as "gone" did: its rankings, found again
+        with engine.begin() as conn:
+            assert delete_values(conn, rankings, found.rankings, found) == 0
+            assert delete_values(conn, run_parts, found.parts, found) == 0
+    finally:
+        engine.dispose()
+    assert store.get_report("late") == late
+    assert count_rows(store_url, "rankings") == 2
+
+
+def test_run_numbers_are_never_given_twice(store: Store, store_url: str) -> None:
+    """Pruning tells runs stored since it looked by their numbers: a number once given is
+    never given again, even after its run was deleted."""
+    store.save_run(make_report("first", NOW - timedelta(days=40)))
+    store.prune(NOW, keep=timedelta(days=30), keep_failed=timedelta(days=30))
+    store.save_run(make_report("second", NOW))
+    engine = make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            numbers = conn.execute(sqlalchemy.select(runs.c.run_key)).scalars().all()
+    finally:
+        engine.dispose()
+    assert numbers == [2]
 
 
 @pytest.mark.parametrize("latency", [0.1234, 0.12345678901, 0.0, 3000.5, 1e-9, None])

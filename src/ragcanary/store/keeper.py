@@ -303,10 +303,21 @@ class RunKeeper:
         self._pinned.pop((suite, target), None)
 
     async def prune(self, now: datetime, keep: timedelta, keep_failed: timedelta) -> None:
-        """Delete runs past the retention; pinned baselines and recent failures stay."""
-        deleted = await self.call(self.store.prune, now, keep, keep_failed)
+        """Delete runs past the retention; pinned baselines and recent failures stay.
+
+        In a worker thread, each of its write transactions queued in the writes thread among
+        the runs being stored, so a run waits for one of them at most, never for the prune.
+        """
+        deleted = await self.call(self.store.prune, now, keep, keep_failed, write=self._queued)
         if deleted:
             log.info("pruned old runs", runs=deleted)
+
+    def _queued(self, step: Callable[[], int]) -> int:
+        """Run ``step`` in the writes thread, after the writes queued before it."""
+        try:
+            return self._writes.submit(step).result()
+        except RuntimeError:  # the keeper is closing: its writes thread takes nothing more
+            raise StorageError("storage is closing; the prune stops here") from None
 
     async def close(self, deadline_s: float = 5.0) -> None:
         """Write what waits within ``deadline_s``, spool the rest, close storage."""

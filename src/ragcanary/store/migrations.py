@@ -42,6 +42,7 @@ from ragcanary.store.schema import (
     rankings,
     replicas,
     run_keys,
+    run_numbers,
     run_parts,
     runs,
     schema_version,
@@ -180,7 +181,7 @@ def _share_rankings(conn: Connection) -> None:
     for column in ("run_key", "parts_key", "order_key", "metrics_key"):
         conn.execute(text(f"ALTER TABLE runs ADD COLUMN {column} INTEGER"))
     next(index for index in runs.indexes if index.name == "runs_key").create(conn)
-    for table in (cases, rankings, run_parts, answers):
+    for table in (cases, rankings, run_parts, answers, run_numbers):
         table.create(conn)
     if conn.dialect.name == "postgresql":
         run_keys.create(conn)

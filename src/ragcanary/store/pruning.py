@@ -9,12 +9,24 @@ baselines, failed runs kept longer) keep theirs, and every other such value goes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, delete, func, select, union
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    CompoundSelect,
+    Connection,
+    Select,
+    Table,
+    delete,
+    func,
+    select,
+    union,
+)
 
 from ragcanary.store.schema import answers, cases, rankings, run_parts, runs, vectors
 from ragcanary.store.shared import REUSE
@@ -23,7 +35,7 @@ Transaction = Callable[[], AbstractContextManager[Connection]]
 # PostgreSQL advisory lock: storing a run holds it shared while it looks values up and refers
 # to them; deleting values holds it alone, so no value goes between a lookup and its use.
 SHARED_VALUES_LOCK = 0x7261_6764
-VALUES_BATCH = 2_000  # shared values deleted per transaction
+VALUES_BATCH = 500  # shared values deleted per transaction
 
 
 def delete_runs(conn: Connection, batch: Select[Any]) -> int:
@@ -46,11 +58,73 @@ def delete_runs(conn: Connection, batch: Select[Any]) -> int:
     return len(found)
 
 
-def delete_unreferenced(write: Transaction, cutoff: datetime) -> int:
-    """Delete the shared values only runs that began before ``cutoff`` could refer to, but
-    those the remaining such runs refer to; how many went."""
+@dataclass(frozen=True)
+class Unreferenced:
+    """Shared values found unreferenced by a read (``find_unreferenced``), to delete a few at
+    a time (``delete_values``): what the read saw, to tell what was stored since."""
+
+    cutoff: datetime
+    rankings: tuple[int, ...]
+    parts: tuple[int, ...]
+    older_runs: frozenset[int]  # run_key of every run that began before the cutoff
+    last_ranking: int  # the highest ranking_key then
+
+
+def find_unreferenced(conn: Connection, cutoff: datetime) -> Unreferenced:
+    """The shared values only runs that began before ``cutoff`` could refer to, but those the
+    remaining such runs refer to and the rankings others are compressed against.
+
+    A read: it holds no write lock however long it takes, and ``delete_values`` checks what
+    was stored since.
+    """
     before = runs.c.started_at < cutoff
-    referred_by_runs = (
+    older = {key for key in conn.execute(select(runs.c.run_key).where(before)).scalars() if key}
+    kept_rankings = union(
+        _rankings_of(before), select(rankings.c.dict_key.label("key")).where(_against())
+    ).subquery()
+    found: dict[Table, tuple[int, ...]] = {}
+    for table, kept in (
+        (rankings, select(kept_rankings.c.key)),
+        (run_parts, select(_parts_of(before).subquery().c.key)),
+    ):
+        key = _key(table)
+        unused = select(key).where(table.c.created_at < cutoff - REUSE, key.not_in(kept))
+        found[table] = tuple(conn.execute(unused.order_by(key)).scalars())
+    last = conn.execute(select(func.max(rankings.c.ranking_key))).scalar()
+    return Unreferenced(cutoff, found[rankings], found[run_parts], frozenset(older), last or 0)
+
+
+def delete_values(conn: Connection, table: Table, keys: Sequence[int], found: Unreferenced) -> int:
+    """Delete ``keys`` of ``table`` (``found``'s) but those a run or ranking stored since the
+    read refers to; how many went. One short write transaction's work."""
+    if conn.dialect.name == "postgresql":  # no run is looking them up meanwhile
+        conn.execute(select(func.pg_advisory_xact_lock(SHARED_VALUES_LOCK)))
+    late = [
+        key
+        for key in conn.execute(
+            select(runs.c.run_key).where(runs.c.started_at < found.cutoff)
+        ).scalars()
+        if key and key not in found.older_runs
+    ]
+    kept: set[int] = set()
+    if table is rankings:
+        if late:
+            kept.update(conn.execute(_rankings_of(runs.c.run_key.in_(late))).scalars())
+        newer = select(rankings.c.dict_key).where(
+            rankings.c.ranking_key > found.last_ranking, rankings.c.dict_key.in_(keys)
+        )
+        kept.update(conn.execute(newer).scalars())
+    elif late:
+        kept.update(conn.execute(_parts_of(runs.c.run_key.in_(late))).scalars())
+    gone = [key for key in keys if key not in kept]
+    if gone:
+        conn.execute(delete(table).where(_key(table).in_(gone)))
+    return len(gone)
+
+
+def _rankings_of(which: ColumnElement[bool]) -> Select[Any]:
+    """The rankings the answers of the runs ``which`` selects refer to."""
+    return (
         select(answers.c.ranking_key.label("key"))
         .select_from(runs)
         .join(cases, cases.c.suite == runs.c.suite)
@@ -58,36 +132,24 @@ def delete_unreferenced(write: Transaction, cutoff: datetime) -> int:
             answers,
             (answers.c.case_key == cases.c.case_key) & (answers.c.run_key == runs.c.run_key),
         )
-        .where(before)
+        .where(which)
     )
-    referred = union(
-        select(runs.c.parts_key.label("key")).where(before, runs.c.parts_key.is_not(None)),
-        select(runs.c.order_key.label("key")).where(before, runs.c.order_key.is_not(None)),
-        select(runs.c.metrics_key.label("key")).where(before, runs.c.metrics_key.is_not(None)),
-    ).subquery()
-    kept_parts = select(referred.c.key)
-    # A ranking another is compressed against stays while that one does.
-    compressed_against = select(rankings.c.dict_key.label("key")).where(
-        rankings.c.dict_key.is_not(None)
-    )
-    kept_ranking_keys = union(referred_by_runs, compressed_against).subquery()
-    kept_rankings = select(kept_ranking_keys.c.key)
-    deleted = 0
-    for table, kept in ((rankings, kept_rankings), (run_parts, kept_parts)):
-        key = table.primary_key.columns.values()[0]
-        unused = (
-            select(key)
-            .where(table.c.created_at < cutoff - REUSE, key.not_in(kept))
-            .limit(VALUES_BATCH)
+
+
+def _parts_of(which: ColumnElement[bool]) -> CompoundSelect[Any]:
+    """The run parts the runs ``which`` selects refer to."""
+    return union(
+        *(
+            select(column.label("key")).where(which, column.is_not(None))
+            for column in (runs.c.parts_key, runs.c.order_key, runs.c.metrics_key)
         )
-        while True:
-            with write() as conn:
-                if conn.dialect.name == "postgresql":
-                    conn.execute(select(func.pg_advisory_xact_lock(SHARED_VALUES_LOCK)))
-                gone = list(conn.execute(unused).scalars())
-                if gone:
-                    conn.execute(delete(table).where(key.in_(gone)))
-            deleted += len(gone)
-            if not gone:  # not a short batch: deleting a ranking may free the one it needed
-                break
-    return deleted
+    )
+
+
+def _against() -> ColumnElement[bool]:
+    return rankings.c.dict_key.is_not(None)
+
+
+def _key(table: Table) -> Column[Any]:
+    key: Column[Any] = table.primary_key.columns.values()[0]
+    return key

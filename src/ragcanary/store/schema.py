@@ -94,9 +94,16 @@ runs = Table(
     Index("runs_key", "run_key", unique=True),
 )
 
-# PostgreSQL numbers runs from this sequence; SQLite, with one writer, takes the next number
-# after the highest (store.shared.next_run_key).
+# PostgreSQL numbers runs from this sequence; SQLite from the AUTOINCREMENT key of
+# run_numbers (store.shared.next_run_key). Either never gives a number twice, even once its
+# run was deleted, which pruning relies on to tell runs stored since it looked.
 run_keys = Sequence("runs_run_key_seq", metadata=metadata)
+run_numbers = Table(  # empty: a number is taken by inserting a row and deleting it
+    "run_numbers",
+    metadata,
+    Column("run_key", Integer, primary_key=True, autoincrement=True),
+    sqlite_autoincrement=True,
+)
 
 # Every case id a suite's runs held, numbered: an answer names its case by number.
 cases = Table(
@@ -129,6 +136,9 @@ def _shared_values(name: str, key: str, *more: Column[Any]) -> Table:
         # Pruning. Values are stored about in time order, which a BRIN index summarises in
         # a few bytes per hundred pages on PostgreSQL.
         Index(f"{name}_created", "created_at", postgresql_using="brin"),
+        # Keys only ever grow, on SQLite too (never the key of a deleted value again), which
+        # pruning relies on to tell values stored since it looked (store.pruning).
+        sqlite_autoincrement=True,
     )
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import Connection, Table, delete, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import CaseVerdict, case_verdict
-from ragcanary.store.schema import JSON_ENCODER, cases, run_keys, runs
+from ragcanary.store.schema import JSON_ENCODER, cases, run_keys, run_numbers
 
 # Keys of a report's head stored as one shared value rather than in runs.report: the largest
 # ones, and equal from run to run while the rankings are (metrics per tag, the comparison
@@ -248,13 +248,13 @@ def _case_keys(conn: Connection, suite: str, case_ids: Sequence[str]) -> dict[st
 
 
 def next_run_key(conn: Connection) -> int:
-    """The number of the run being stored: PostgreSQL's sequence gives it to concurrent
-    replicas without a collision; SQLite has one writer, which takes the next after the
-    highest (read off runs_key's index)."""
+    """The number of the run being stored, never given before: PostgreSQL's sequence; on
+    SQLite the next key of run_numbers' AUTOINCREMENT (its row goes at once)."""
     if conn.dialect.name == "postgresql":
         return int(conn.execute(select(run_keys.next_value())).scalar_one())
-    highest = conn.execute(select(func.max(runs.c.run_key))).scalar()
-    return int(highest or 0) + 1
+    number = int(conn.execute(insert(run_numbers).returning(run_numbers.c.run_key)).scalar_one())
+    conn.execute(delete(run_numbers).where(run_numbers.c.run_key == number))
+    return number
 
 
 def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:

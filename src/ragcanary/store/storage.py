@@ -12,11 +12,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from sqlalchemy import Connection, Engine, and_, delete, exc, func, or_, select, text
+from sqlalchemy import Connection, Engine, Table, and_, delete, exc, func, or_, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import RunFindings
@@ -27,11 +28,18 @@ from ragcanary.store.claims import ClaimsMixin, taken_over
 from ragcanary.store.engine import WRITE, make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
 from ragcanary.store.migrations import UPGRADES, Upgrade, current_version, latest_version, migrate
-from ragcanary.store.pruning import SHARED_VALUES_LOCK, delete_runs, delete_unreferenced
+from ragcanary.store.pruning import (
+    SHARED_VALUES_LOCK,
+    VALUES_BATCH,
+    Unreferenced,
+    delete_runs,
+    delete_values,
+    find_unreferenced,
+)
 from ragcanary.store.queries import aware, forget_vectors, history_query, summaries, summarised
 from ragcanary.store.rows import VECTOR_KEY, not_plain_json, run_row, vector_row
 from ragcanary.store.schema import baselines as baselines_table
-from ragcanary.store.schema import claims, rankings, runs, vectors
+from ragcanary.store.schema import claims, rankings, run_parts, runs, vectors
 from ragcanary.store.shared import VERDICTS, shared_values
 from ragcanary.store.writing import RunRows, insert_run
 
@@ -46,6 +54,11 @@ _SQLITE_UNAVAILABLE = {3, 5, 6, 7, 8, 10, 13, 14, 15}
 # run_id (with random hex digits after it), suite and target of check_write's row: nobody
 # sees that row, but a database log of a failed check names it.
 _PROBE_PREFIX = "~write-check-"
+
+
+def _at_once(step: Callable[[], int]) -> int:
+    """Run a step of a prune in the calling thread (``Store.prune``'s default)."""
+    return step()
 
 
 class Store(ClaimsMixin):
@@ -341,12 +354,21 @@ class Store(ClaimsMixin):
                 out[(suite, target)] = ids
         return out
 
-    def prune(self, now: datetime, keep: timedelta, keep_failed: timedelta) -> int:
-        """Delete runs (and their results) older than ``keep``; return how many were deleted.
+    def prune(
+        self,
+        now: datetime,
+        keep: timedelta,
+        keep_failed: timedelta,
+        *,
+        write: Callable[[Callable[[], int]], int] = _at_once,
+    ) -> int:
+        """Delete runs older than ``keep`` and what only they held; how many runs went.
 
         Regressed and unavailable runs are kept for ``keep_failed`` (at least ``keep``); a run
-        pinned as a baseline is never deleted. Deletes in batches so no transaction holds
-        the write lock for long.
+        pinned as a baseline is never deleted. Every write is a short transaction of its own
+        (``PRUNE_BATCH`` runs, or ``VALUES_BATCH`` shared values) run through ``write``: the
+        daemon passes its writes thread, so a run being stored waits for one of them at
+        most. Finding the shared values nothing refers to is a read, in the calling thread.
         """
         now = aware(now, "now")
         failed = runs.c.outcome.in_(FAILED_OUTCOMES)
@@ -360,17 +382,35 @@ class Store(ClaimsMixin):
             .order_by(runs.c.started_at)
             .limit(self._prune_batch)
         )
-        with self._write() as conn:
-            conn.execute(delete(claims).where(claims.c.tick < now - keep))
-        deleted = 0
-        while True:
+
+        def old_claims() -> int:
             with self._write() as conn:
-                count = delete_runs(conn, batch)
+                conn.execute(delete(claims).where(claims.c.tick < now - keep))
+            return 0
+
+        def some_runs() -> int:
+            with self._write() as conn:
+                return delete_runs(conn, batch)
+
+        write(old_claims)
+        deleted = 0
+        while (count := write(some_runs)) > 0:
             deleted += count
             if count < self._prune_batch:
                 break
-        delete_unreferenced(self._write, now - keep)
-        return deleted
+        while True:  # again while deleting rankings frees those they were compressed against
+            with self._read() as conn:
+                found = find_unreferenced(conn, now - keep)
+            if not found.rankings and not found.parts:
+                return deleted
+            for table, keys in ((rankings, found.rankings), (run_parts, found.parts)):
+                for start in range(0, len(keys), VALUES_BATCH):
+                    chunk = keys[start : start + VALUES_BATCH]
+                    write(partial(self._delete_values, table, chunk, found))
+
+    def _delete_values(self, table: Table, keys: Sequence[int], found: Unreferenced) -> int:
+        with self._write() as conn:
+            return delete_values(conn, table, keys, found)
 
     def ping(self) -> None:
         """Raise StorageUnavailable when the database cannot be reached."""
