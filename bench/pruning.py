@@ -8,8 +8,9 @@ prune deleted that day's runs; its values go a day later, ``store.pruning``). It
 bulk (``bulk``), the oldest day then pruned by ``Store.prune`` itself.
 
 Then, as the daemon does, on an asyncio loop: ``Store.prune`` runs in the loop's shared
-thread pool (``RunKeeper.prune`` → ``call``), while a new run of every canary is saved every
-0.5 s in a thread of its own (``RunKeeper.save``'s single writer thread), and a ticker on the
+thread pool (``RunKeeper.prune`` → ``call``), each of its write transactions queued in the
+writes thread, where a new run of every canary is saved every 0.5 s (``RunKeeper.save``'s
+single writer thread), and a ticker on the
 loop measures how late each of its 10 ms timers fires. First ``UNLOADED_SAVES`` saves run
 without the prune: their median is a save's unloaded time, and a save's delay is how much
 longer it took, from the moment it was due to its commit (waiting behind an earlier save
@@ -257,7 +258,10 @@ async def _prune_while_saving(
     async def pruned() -> tuple[int, float]:
         statements.active = True
         try:
-            deleted = await run_in(None, store.prune, now, KEEP, KEEP)
+            # As RunKeeper.prune: its writes queued in the writes thread among the saves.
+            deleted = await run_in(
+                None, store.prune, now, KEEP, KEEP, write=lambda step: writes.submit(step).result()
+            )
         finally:
             statements.active = False
         return deleted, loop.time()
