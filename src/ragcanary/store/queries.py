@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import Connection, and_, delete, select
+from sqlalchemy import Connection, and_, delete, func, select
 
 from ragcanary.store.errors import StorageError
 from ragcanary.store.schema import answers, cases, run_parts, runs, vectors
@@ -70,7 +70,14 @@ def history_query(
     if target is not None:
         query = query.where(runs.c.target == target)
     if since is not None:
-        query = query.where(runs.c.started_at >= aware(since, "since"))
+        since = aware(since, "since")
+        # Every run that began since has a number at least the least of theirs: the answers
+        # read are one stretch of the case's range, not all of it (runs are numbered as they
+        # are stored, so a run stored late is in the stretch too).
+        first = select(func.min(runs.c.run_key)).where(runs.c.started_at >= since)
+        query = query.where(
+            runs.c.started_at >= since, answers.c.run_key >= first.scalar_subquery()
+        )
     # In the key's order, which reading it costs nothing; Store.case_history puts the rows in
     # time order (they mostly are already: runs are numbered as they are stored). Sorting them
     # here made SQLite build a temporary B-tree, two thirds of the query's time.

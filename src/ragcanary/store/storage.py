@@ -46,6 +46,7 @@ from ragcanary.store.writing import RunRows, insert_run
 # Runs deleted per transaction: a day of a 1,000-canary pair at 5 minutes is 288 runs and
 # 288,000 answers, and a run being stored waits for each transaction's write lock.
 PRUNE_BATCH = 20
+HISTORY_VIEWS = 100_000  # rankings whose history view a store remembers (a few MB)
 # Outcomes of runs worth keeping longer: they are what an incident review looks for.
 FAILED_OUTCOMES = ("regression", "unavailable")
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
@@ -84,6 +85,11 @@ class Store(ClaimsMixin):
         self._clock = clock
         self._prune_batch = prune_batch
         self._where = engine.url.render_as_string(hide_password=True)
+        # What a history shows of each ranking read for one, by ranking_key: a ranking never
+        # changes once stored and its number is never given to another (store.shared), and
+        # a month of one canary names hundreds of them, a fifth of the history's time to
+        # decode (docs/performance.md, "Storage: one canary's history").
+        self._shown: dict[int, tuple[Any, ...]] = {}
 
     @property
     def dialect(self) -> str:
@@ -279,10 +285,16 @@ class Store(ClaimsMixin):
         with self._read() as conn:
             # Stored in time order but for runs stored late: a nearly sorted list.
             rows = sorted(conn.execute(query).all(), key=_by_time)
-            shown = {
-                key: reading.history_view(ranking)
-                for key, ranking in shared_values(conn, rankings, {r[6] for r in rows}).items()
-            }
+            remembered = self._shown  # shared with other threads: read once per key
+            shown = {k: v for k in {r[6] for r in rows} if (v := remembered.get(k)) is not None}
+            missing = {r[6] for r in rows} - shown.keys()
+            if missing:
+                read = shared_values(conn, rankings, missing)
+                new = {key: reading.history_view(ranking) for key, ranking in read.items()}
+                shown.update(new)
+                if len(remembered) + len(new) > HISTORY_VIEWS:
+                    remembered.clear()
+                remembered.update(new)
         # A month of one canary is 8,640 rows: every microsecond per row counts, so what
         # latency_of and verdict_of do is written out here.
         history: list[dict[str, Any]] = []
