@@ -563,13 +563,18 @@ def render(result: dict[str, Any]) -> str:
         "outcomes, draws every run while they fit the sparkline's 120 pixels, else the worst "
         "run of each slot of time that fits (a quarter of an hour for runs every 5 minutes), "
         "and reads each drawn run's metrics "
-        "object once (the database extracts it; the deltas of its baseline comparison come "
-        "from the run-level parts runs share), remembering it and the newest run's summary "
+        "object once (a run-level part, which runs with the same metrics share, as they share "
+        "the deltas of their baseline comparison), remembering it and the newest run's summary "
         "from view to view, since a stored run never changes; a first view reads them all, "
         "later views only the runs that are new. The run and diff pages read whole reports "
         "(a run's answers and every ranking they name, decompressed and decoded); the diff "
         "reads two and compares every case, which makes it the slowest page of a pair. The "
-        "case page's 30-day window reads 8,640 answers and the rankings they name."
+        "case page's 30-day window reads 8,640 answers and the rankings they name. The "
+        "previous release (schema 6, commit 19daaa0), measured with its own version of this "
+        "benchmark on the same machine on 2026-11-28, already missed the goal: its diff took "
+        "210.2 ms on SQLite and 207.4 ms on PostgreSQL, its run page (newest regression) "
+        "86.0 and 85.2 ms, the 30-day case page 87.3 and 86.1 ms, a first view of a fleet "
+        "of 50 pairs 219.2 and 318.3 ms."
     )
     if result["quick"]:
         said.append(f"Quick scale: {result['canaries']} canaries instead of {FULL_CANARIES:,}.")
