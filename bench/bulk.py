@@ -37,6 +37,7 @@ from ragcanary.store.shared import (
     latency_columns,
     packed,
     split_latency,
+    value_key,
     verdict_code,
 )
 from ragcanary.store.storage import Store
@@ -307,7 +308,7 @@ def check_saved(store: Store, numbers: Numbering, report: RunReport) -> None:
             dict(conn.execute(select(runs).where(runs.c.run_id == report.run_id)).one()._mapping)
         )
         for table, name in ((rankings, "rankings"), (run_parts, "parts")):
-            key = table.primary_key.columns.values()[0]
+            key = value_key(table)
             stored = select(table).where(key > before[name]).order_by(key)
             getattr(got, name).extend(
                 tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)

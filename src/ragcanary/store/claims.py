@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, delete, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 
 from ragcanary.measure.run_report import RunReport
+from ragcanary.store.engine import insert_for
 from ragcanary.store.errors import StorageError
 from ragcanary.store.queries import aware
 from ragcanary.store.schema import claims, replicas, runs
@@ -49,7 +50,7 @@ class ClaimsMixin:
             "version": version,
         }
         with self._write() as conn:
-            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            insert = insert_for(conn)
             conn.execute(
                 insert(replicas)
                 .values(row)
@@ -73,7 +74,7 @@ class ClaimsMixin:
         }
         try:
             with self._write() as conn:
-                insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+                insert = insert_for(conn)
                 if conn.dialect.name == "postgresql":
                     _wait_briefly_for_claims(conn)
                 taken = conn.execute(

@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, event, exc
+from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.store.errors import StorageError
 from ragcanary.store.schema import JSON_ENCODER
@@ -83,6 +84,11 @@ def make_engine(url: str, **options: Any) -> Engine:
     else:
         event.listen(engine, "connect", _postgres_connect)
     return engine
+
+
+def insert_for(conn: Connection) -> Any:
+    """The dialect's ``insert``, which has ``on_conflict_do_nothing`` and ``..._do_update``."""
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:

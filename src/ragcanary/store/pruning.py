@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    Column,
     ColumnElement,
     CompoundSelect,
     Connection,
@@ -29,7 +28,7 @@ from sqlalchemy import (
 )
 
 from ragcanary.store.schema import answers, cases, rankings, run_parts, runs, vectors
-from ragcanary.store.shared import REUSE
+from ragcanary.store.shared import REUSE, value_key
 
 Transaction = Callable[[], AbstractContextManager[Connection]]
 # PostgreSQL advisory lock: storing a run holds it shared while it looks values up and refers
@@ -87,7 +86,7 @@ def find_unreferenced(conn: Connection, cutoff: datetime) -> Unreferenced:
         (rankings, select(kept_rankings.c.key)),
         (run_parts, select(_parts_of(before).subquery().c.key)),
     ):
-        key = _key(table)
+        key = value_key(table)
         unused = select(key).where(table.c.created_at < cutoff - REUSE, key.not_in(kept))
         found[table] = tuple(conn.execute(unused.order_by(key)).scalars())
     last = conn.execute(select(func.max(rankings.c.ranking_key))).scalar()
@@ -118,7 +117,7 @@ def delete_values(conn: Connection, table: Table, keys: Sequence[int], found: Un
         kept.update(conn.execute(_parts_of(runs.c.run_key.in_(late))).scalars())
     gone = [key for key in keys if key not in kept]
     if gone:
-        conn.execute(delete(table).where(_key(table).in_(gone)))
+        conn.execute(delete(table).where(value_key(table).in_(gone)))
     return len(gone)
 
 
@@ -148,8 +147,3 @@ def _parts_of(which: ColumnElement[bool]) -> CompoundSelect[Any]:
 
 def _against() -> ColumnElement[bool]:
     return rankings.c.dict_key.is_not(None)
-
-
-def _key(table: Table) -> Column[Any]:
-    key: Column[Any] = table.primary_key.columns.values()[0]
-    return key

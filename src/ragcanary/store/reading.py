@@ -16,6 +16,7 @@ from ragcanary.store.schema import answers, cases, rankings, run_parts, runs
 from ragcanary.store.shared import BATCH, latency_of, shared_values, verdict_of, with_latency
 
 HEAD_COLUMNS = (runs.c.run_id, runs.c.report, runs.c.parts_key, runs.c.metrics_key)
+RUN_COLUMNS = (*HEAD_COLUMNS, runs.c.run_key, runs.c.order_key)  # a whole report's
 
 
 def heads(conn: Connection, rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
@@ -32,14 +33,9 @@ def heads(conn: Connection, rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def entries(conn: Connection, run_id: str) -> list[dict[str, Any]] | None:
-    """A stored run's case entries in report order (latency back in place), or None when no
-    run has that id."""
-    run = conn.execute(
-        select(runs.c.run_key, runs.c.order_key).where(runs.c.run_id == run_id)
-    ).one_or_none()
-    if run is None:
-        return None
+def entries(conn: Connection, run: Any) -> list[dict[str, Any]]:
+    """The case entries of a runs row of RUN_COLUMNS in report order, latency back in place."""
+    run_id = run.run_id
     if run.order_key is None:
         return []
     order: list[int] = shared_values(conn, run_parts, [run.order_key])[run.order_key]

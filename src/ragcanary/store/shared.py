@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Column, Connection, Table, delete, insert, select
 
 from ragcanary.measure.case_verdict import CaseVerdict, case_verdict
+from ragcanary.store.engine import insert_for
 from ragcanary.store.schema import JSON_ENCODER, cases, run_keys, run_numbers
 
 # Keys of a report's head stored as one shared value rather than in runs.report: the largest
@@ -108,11 +109,6 @@ def decompressed(body: bytes, against: bytes | None = None) -> bytes:
     return decompressor.decompress(body[1:]) + decompressor.flush()
 
 
-def unpack(body: bytes, against: bytes | None = None) -> Any:
-    """The JSON value a stored body holds."""
-    return json.loads(decompressed(body, against))
-
-
 def split_latency(entry: Mapping[str, Any]) -> tuple[dict[str, Any], float | None]:
     """A case entry as its ranking (the entry with ``latency_s`` null) and its latency.
 
@@ -120,7 +116,7 @@ def split_latency(entry: Mapping[str, Any]) -> tuple[dict[str, Any], float | Non
     entry back exactly either way.
     """
     latency = entry.get("latency_s")
-    if isinstance(latency, float) and latency == latency and abs(latency) != float("inf"):
+    if isinstance(latency, float) and math.isfinite(latency):
         return {**entry, "latency_s": None}, latency
     return dict(entry), None
 
@@ -161,6 +157,12 @@ def verdict_of(code: int | None, outcome: Any) -> CaseVerdict:
     return case_verdict(outcome) if code is None else VERDICTS[code]
 
 
+def value_key(table: Table) -> Column[Any]:
+    """The key column of a table of shared values (rankings, run_parts)."""
+    key: Column[Any] = table.primary_key.columns.values()[0]
+    return key
+
+
 NewRows = Callable[[Sequence[Packed]], list[dict[str, Any]]]
 
 
@@ -178,7 +180,7 @@ def shared_keys(
 ) -> list[int]:
     """The keys of ``values`` in ``table``, storing those not found (``new_rows`` makes their
     rows but digest and time)."""
-    key = table.primary_key.columns.values()[0]
+    key = value_key(table)
     found: dict[bytes, int] = {}
     wanted = list({value.digest: value for value in values}.values())
     near = (table.c.created_at >= at - REUSE, table.c.created_at <= at + REUSE)
@@ -203,7 +205,7 @@ def shared_keys(
 def shared_texts(conn: Connection, table: Table, keys: Iterable[int]) -> dict[int, bytes]:
     """The texts of ``table``'s values stored under ``keys``, by key: a body compressed
     against another ranking (dict_key) is read with that ranking's text."""
-    key = table.primary_key.columns.values()[0]
+    key = value_key(table)
     against = table.c.get("dict_key")
     columns = (key, table.c.body) if against is None else (key, table.c.body, against)
     rows: dict[int, tuple[bytes, int | None]] = {}
@@ -230,7 +232,7 @@ def case_keys(conn: Connection, suite: str, case_ids: Sequence[str]) -> dict[str
     found = _case_keys(conn, suite, case_ids)
     new = [{"suite": suite, "case_id": c} for c in dict.fromkeys(case_ids) if c not in found]
     if new:
-        insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        insert = insert_for(conn)
         for chunk in _chunks(new):
             conn.execute(insert(cases).on_conflict_do_nothing(), chunk)
         found.update(_case_keys(conn, suite, [row["case_id"] for row in new]))

@@ -18,14 +18,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from sqlalchemy import Connection, Engine, Table, and_, delete, exc, func, or_, select, text
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import RunFindings
 from ragcanary.measure.report_json import marshal, unmarshal
 from ragcanary.measure.run_report import RunReport
 from ragcanary.store import reading
 from ragcanary.store.claims import ClaimsMixin, taken_over
-from ragcanary.store.engine import WRITE, make_engine
+from ragcanary.store.engine import WRITE, insert_for, make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
 from ragcanary.store.migrations import UPGRADES, Upgrade, current_version, latest_version, migrate
 from ragcanary.store.pruning import (
@@ -174,12 +173,12 @@ class Store(ClaimsMixin):
         """
         with self._read() as conn:
             run = conn.execute(
-                select(*reading.HEAD_COLUMNS).where(runs.c.run_id == run_id)
+                select(*reading.RUN_COLUMNS).where(runs.c.run_id == run_id)
             ).one_or_none()
             if run is None:
                 return None
             report = reading.heads(conn, [run])[run_id]
-            cases = reading.entries(conn, run_id) or []
+            cases = reading.entries(conn, run)
             kept = {
                 row.position: row.vector
                 for row in conn.execute(select(vectors).where(vectors.c.run_id == run_id))
@@ -241,7 +240,7 @@ class Store(ClaimsMixin):
                     f"run {run_id!r} is of suite {run.suite!r} on target {run.target!r}, "
                     f"not {suite!r} on {target!r}; pick a run of that suite and target"
                 )
-            insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            insert = insert_for(conn)
             row = {"suite": suite, "target": target, "run_id": run_id, "set_at": self._clock()}
             conn.execute(
                 insert(baselines_table)
@@ -286,8 +285,9 @@ class Store(ClaimsMixin):
             # Stored in time order but for runs stored late: a nearly sorted list.
             rows = sorted(conn.execute(query).all(), key=_by_time)
             remembered = self._shown  # shared with other threads: read once per key
-            shown = {k: v for k in {r[6] for r in rows} if (v := remembered.get(k)) is not None}
-            missing = {r[6] for r in rows} - shown.keys()
+            wanted = {r[6] for r in rows}
+            shown = {k: v for k in wanted if (v := remembered.get(k)) is not None}
+            missing = wanted - shown.keys()
             if missing:
                 read = shared_values(conn, rankings, missing)
                 new = {key: reading.history_view(ranking) for key, ranking in read.items()}

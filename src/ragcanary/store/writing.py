@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.measure.case_verdict import CaseVerdict
+from ragcanary.store.engine import insert_for
 from ragcanary.store.schema import answers, rankings, run_parts, runs
 from ragcanary.store.shared import (
     REUSE,
@@ -55,7 +55,7 @@ def insert_run(conn: Connection, rows: RunRows) -> bool:
     Raises ValueError for a value JSON cannot hold (NaN, infinity, an object).
     """
     run, answer_rows = numbered(conn, rows)
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    insert = insert_for(conn)
     added = conn.execute(
         insert(runs)
         .values(run)
