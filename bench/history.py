@@ -356,6 +356,11 @@ def measure(backend: str, count: int) -> dict[str, Any]:
                     lambda: case_history(store, "core", canary, None, timedelta(days=DAYS), now)
                 ),
                 "save_run": timed(lambda: store.save_run(next(fresh))),
+                # A store new to the run (one on the same engine: nothing remembered of its
+                # rankings), then again on the store that has read it.
+                "get_report_first": timed(
+                    lambda: Store(engine).get_report(f"run-{CHECKED_STEP:06d}")
+                ),
                 "get_report": timed(lambda: store.get_report(f"run-{CHECKED_STEP:06d}")),
             }
     gc.unfreeze()
@@ -417,7 +422,8 @@ _OPERATIONS = {
     "history_day": "`Store.case_history`, 1 day",
     "oncall": "`ragcanary history` rows (`oncall.case_history`), 30 days",
     "save_run": "`Store.save_run`, one run",
-    "get_report": "`Store.get_report`, one run",
+    "get_report_first": "`Store.get_report`, one run, first read (nothing remembered)",
+    "get_report": "`Store.get_report`, one run, read again",
 }
 _NAMES = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 

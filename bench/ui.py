@@ -28,6 +28,7 @@ import re
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ REPEAT = 7
 FLEET_PAIRS = 50  # the fleet page is also timed with this many pairs (their last day only)
 ADMIN = {"RAGCANARY_ADMIN_TOKEN": "bench-admin-token"}  # the environment the daemon reads
 PENDING = 10_000  # failure reports waiting for review: the default cap of pending candidates
+FIRST_VIEWS = ("run", "diff")  # the pages reading whole reports: also timed on a first view
 SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 
 
@@ -378,6 +380,28 @@ def timed_cold(daemon: Daemon, path: str) -> dict[str, Any]:
     return figures
 
 
+def timed_first(make: Callable[[], Daemon], path: str) -> dict[str, Any]:
+    """Like ``timed``, each request of a new daemon on the same store: nothing remembered of
+    what earlier requests read, as when a run nobody opened yet is opened (its store has its
+    connection open, as a running daemon's has)."""
+    times = []
+    for _ in range(REPEAT):
+        daemon = make()
+        client = Client(daemon)
+        try:
+            daemon.store.list_runs(limit=1)  # the pool's connection opened, not timed
+            started = time.perf_counter()
+            response = client.get(path)
+            times.append((time.perf_counter() - started) * 1000)
+            if response.status_code != 200:
+                raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
+            figures = _figures(times, response, client)
+        finally:
+            client.close()
+            daemon.store.close()
+    return figures
+
+
 def _figures(times: list[float], response: httpx.Response, client: Client) -> dict[str, Any]:
     return {
         "ms": statistics.median(times),
@@ -420,7 +444,12 @@ def measure(backend: str, count: int) -> dict[str, Any]:
         results: dict[str, Any] = {}
         try:
             results["fleet_cold"] = timed_cold(daemon, "/ui/")
-            for name, path in pages(suite, steps).items():
+            shown = pages(suite, steps)
+            for name in FIRST_VIEWS:
+                results[f"{name}_first"] = timed_first(
+                    lambda: Daemon(config, ADMIN, loaded, client_factory=clients), shown[name]
+                )
+            for name, path in shown.items():
                 results[name] = timed(client, path)
                 print(
                     f"  {backend}: {name:<22} {results[name]['ms']:7.1f} ms "
@@ -472,9 +501,11 @@ def run(
 _PAGES = {
     "fleet_cold": "Fleet (`/ui/`), first view (nothing remembered)",
     "fleet": "Fleet (`/ui/`)",
+    "run_first": "Run, the newest regression, first view (nothing remembered)",
     "run": "Run, the newest regression, regressions first",
     "run_filtered": "Run, filtered by tag and outcome",
     "run_sorted_last_page": "Run, sorted by RBO, last page",
+    "diff_first": "Diff, baseline to newest, first view (nothing remembered)",
     "diff": "Diff, baseline to newest (every changed case)",
     "case_7d": "Case, 7 days (2,016 runs)",
     "case_30d": "Case, 30 days (8,640 runs)",

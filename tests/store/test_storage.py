@@ -185,6 +185,29 @@ def test_a_ranking_equal_to_an_earlier_runs_is_stored_once(store: Store, store_u
     assert store.get_report("r2") == again
 
 
+def test_each_run_naming_a_ranking_read_before_gets_its_own_latency_and_vector(
+    store: Store,
+) -> None:
+    """A ranking's case entry is made once per store (store.remembered); every run that
+    names it still reads back with its own latency and query vector, in any order."""
+    base = with_vectors(make_report("r1"))
+    later = [
+        with_cases(
+            make_report(run_id, NOW + timedelta(minutes=i + 1)),
+            *(dataclasses.replace(c, latency_s=latency) for c in make_report("r1").cases),
+        )
+        for i, (run_id, latency) in enumerate((("r2", 0.5), ("r3", None), ("r4", 0.125)))
+    ]
+    later[-1] = with_vectors(later[-1])  # the newest run keeps its vectors
+    store.save_run(base)
+    store.set_baseline("core", "search", "r1")
+    for report in later:
+        store.save_run(report)
+    for report in (base, *later, later[0], base):
+        assert store.get_report(report.run_id) == report
+    assert [c.latency_s for c in later[1].cases] == [None, None]
+
+
 def _stored_rankings(url: str) -> list[Any]:
     engine = make_engine(url)
     try:
@@ -1069,14 +1092,18 @@ def test_run_numbers_are_never_given_twice(store: Store, store_url: str) -> None
     assert numbers == [2]
 
 
-@pytest.mark.parametrize("latency", [0.1234, 0.12345678901, 0.0, 3000.5, 1e-9, None])
+@pytest.mark.parametrize("latency", [0.1234, 0.12345678901, 0.0, -0.0, 3000.5, 1e-9, None])
 def test_a_latency_reads_back_exactly_whatever_its_digits(store: Store, latency: Any) -> None:
     """Whole microseconds are stored as an integer, anything else as it is: both exact."""
     report = make_report("r1")
     report = with_cases(report, dataclasses.replace(report.cases[0], latency_s=latency))
     store.save_run(report)
-    assert store.get_report("r1") == report
-    assert [p["latency_s"] for p in store.case_history("core", "alpha")] == [latency]
+    got = store.get_report("r1")
+    assert got == report
+    assert got is not None
+    # repr, since -0.0 == 0.0: the sign must come back too.
+    assert repr(got.cases[0].latency_s) == repr(latency)
+    assert [repr(p["latency_s"]) for p in store.case_history("core", "alpha")] == [repr(latency)]
 
 
 # Query vectors --------------------------------------------------------------------------------

@@ -239,8 +239,9 @@ def _finite(value: float | None) -> float | None:
 # -- reading ------------------------------------------------------------------------------
 
 
-def unmarshal(data: Mapping[str, Any]) -> RunReport:
-    """The report whose JSON object is ``data`` (``marshal``'s, or one written by hand)."""
+def unmarshal(data: Mapping[str, Any], cases: tuple[CaseEntry, ...] | None = None) -> RunReport:
+    """The report whose JSON object is ``data`` (``marshal``'s, or one written by hand);
+    ``cases``: its case entries already read (``unmarshal_case``), in place of data's."""
     started = _started_at(data.get("started_at"))
     return RunReport(
         suite=_text(data.get("suite")),
@@ -259,7 +260,11 @@ def unmarshal(data: Mapping[str, Any]) -> RunReport:
         failures=tuple(_failure(f) for f in _objects(data.get("failures"))),
         regressions=tuple(_regression(r) for r in _objects(data.get("regressions"))),
         counts=_counts(data.get("counts")),
-        cases=tuple(unmarshal_case(c) for c in _objects(data.get("cases"))),
+        cases=(
+            tuple(unmarshal_case(c) for c in _objects(data.get("cases")))
+            if cases is None
+            else cases
+        ),
         claim=_claim(data.get("claim")),
         stale_labels=read_stale_labels(data["stale_labels"]) if "stale_labels" in data else ABSENT,
         index_lookup=read_index_lookup(data.get("index_lookup")),
@@ -281,7 +286,10 @@ def unmarshal_case(data: Mapping[str, Any]) -> CaseEntry:
         kind=_text(data.get("kind")),
         outcome=str(outcome),
         ids=ids,
-        scores=tuple(_number(s) for s in _list(data.get("scores"))),
+        scores=tuple(
+            s if type(s) is float and math.isfinite(s) else _number(s)
+            for s in _list(data.get("scores"))
+        ),
         latency_s=_number(data.get("latency_s")),
         error=None if error is None else str(error),
         metrics=read_numbers(data.get("metrics")),
@@ -492,7 +500,13 @@ def _started_at(value: Any) -> datetime:
 
 def read_numbers(data: Any) -> dict[str, float | None]:
     """A map of metric names to numbers from its JSON (a value not a finite number: None)."""
-    return {str(name): _number(value) for name, value in _mapping(data).items()}
+    # A whole report holds a few hundred thousand of these, and scores (unmarshal_case) tens of
+    # thousands: a finite float, what nearly all are, is taken as it is without a call
+    # (docs/performance.md, "Web pages").
+    return {
+        str(name): value if type(value) is float and math.isfinite(value) else _number(value)
+        for name, value in _mapping(data).items()
+    }
 
 
 def _number(value: Any) -> float | None:

@@ -33,9 +33,9 @@ def heads(conn: Connection, rows: Sequence[Any]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def entries(conn: Connection, run: Any) -> list[dict[str, Any]]:
-    """The case entries of a runs row of RUN_COLUMNS in report order, latency back in place."""
-    run_id = run.run_id
+def answers_of(conn: Connection, run: Any) -> list[tuple[float | None, int]]:
+    """The latency and ranking number of each case of a runs row of RUN_COLUMNS, in report
+    order (``shared.with_latency`` of the two is the case's entry)."""
     if run.order_key is None:
         return []
     order: list[int] = shared_values(conn, run_parts, [run.order_key])[run.order_key]
@@ -51,9 +51,10 @@ def entries(conn: Connection, run: Any) -> list[dict[str, Any]]:
             {case: (latency_of(us, s), ranking) for case, us, s, ranking in conn.execute(query)}
         )
     if len(found) != len(order):
-        raise StorageError(f"run {run_id!r} has {len(found)} of its {len(order)} answers stored")
-    stored = shared_values(conn, rankings, (ranking for _latency, ranking in found.values()))
-    return [with_latency(stored[found[case][1]], found[case][0]) for case in order]
+        raise StorageError(
+            f"run {run.run_id!r} has {len(found)} of its {len(order)} answers stored"
+        )
+    return [found[case] for case in order]
 
 
 def case_entries(
@@ -107,20 +108,27 @@ def returned_ids(conn: Connection, suite: str, run_ids: Sequence[str]) -> dict[s
     return returned
 
 
-def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, CaseVerdict]:
+def history_view(ranking: Mapping[str, Any]) -> tuple[Any, Any, Any, Any, CaseVerdict, Any]:
     """What a history shows of a ranking: its outcome, error, top score and ids (values of
-    unexpected types, a hand-written report's, shown as None), and the verdict of its
-    outcome in a run that named it nowhere (``shared.verdict_of`` of no code)."""
+    unexpected types, a hand-written report's, shown as None), the verdict of its outcome in
+    a run that named it nowhere (``shared.verdict_of`` of no code), and the latency it holds
+    itself (``shared.split_latency``: one the answers row could not keep exactly)."""
     scores = ranking.get("scores")
     top = scores[0] if isinstance(scores, list) and scores else None
     ids = ranking.get("ids")
+    latency = ranking.get("latency_s")
     return (
         _text(ranking.get("outcome")),
         _text(ranking.get("error")),
-        top if isinstance(top, float) and math.isfinite(top) else None,
+        _finite(top),
         ids if isinstance(ids, list) else None,
         verdict_of(None, ranking.get("outcome")),
+        _finite(latency),
     )
+
+
+def _finite(value: Any) -> float | None:
+    return value if isinstance(value, float) and math.isfinite(value) else None
 
 
 def _text(value: Any) -> str | None:

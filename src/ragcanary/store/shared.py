@@ -113,10 +113,11 @@ def split_latency(entry: Mapping[str, Any]) -> tuple[dict[str, Any], float | Non
     """A case entry as its ranking (the entry with ``latency_s`` null) and its latency.
 
     A latency that is not a finite float stays in the ranking, so ``with_latency`` gives the
-    entry back exactly either way.
+    entry back exactly either way; so does -0.0, whose sign neither column keeps (SQLite
+    stores a float that is whole as an integer).
     """
     latency = entry.get("latency_s")
-    if isinstance(latency, float) and math.isfinite(latency):
+    if isinstance(latency, float) and math.isfinite(latency) and math.copysign(1.0, latency) > 0:
         return {**entry, "latency_s": None}, latency
     return dict(entry), None
 

@@ -7,6 +7,7 @@ them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -20,8 +21,8 @@ from typing import Any, Self
 from sqlalchemy import Connection, Engine, Table, and_, delete, exc, func, or_, select, text
 
 from ragcanary.measure.case_verdict import RunFindings
-from ragcanary.measure.report_json import marshal, unmarshal
-from ragcanary.measure.run_report import RunReport
+from ragcanary.measure.report_json import marshal, unmarshal, unmarshal_case
+from ragcanary.measure.run_report import CaseEntry, RunReport
 from ragcanary.store import reading
 from ragcanary.store.claims import ClaimsMixin, taken_over
 from ragcanary.store.engine import WRITE, insert_for, make_engine
@@ -36,6 +37,7 @@ from ragcanary.store.pruning import (
     find_unreferenced,
 )
 from ragcanary.store.queries import aware, forget_vectors, history_query, summaries, summarised
+from ragcanary.store.remembered import Remembered
 from ragcanary.store.rows import VECTOR_KEY, not_plain_json, run_row, vector_row
 from ragcanary.store.schema import baselines as baselines_table
 from ragcanary.store.schema import claims, rankings, run_parts, runs, vectors
@@ -46,6 +48,9 @@ from ragcanary.store.writing import RunRows, insert_run
 # 288,000 answers, and a run being stored waits for each transaction's write lock.
 PRUNE_BATCH = 20
 HISTORY_VIEWS = 100_000  # rankings whose history view a store remembers (a few MB)
+# Rankings whose case entry a store remembers: a whole run and its baseline of a suite of
+# 1,000 canaries, about 4 kB each at depth 10 (docs/performance.md, "Web pages").
+CASE_ENTRIES = 2_500
 # Outcomes of runs worth keeping longer: they are what an incident review looks for.
 FAILED_OUTCOMES = ("regression", "unavailable")
 # SQLite result codes that mean "not reachable now" rather than "wrong request":
@@ -84,11 +89,11 @@ class Store(ClaimsMixin):
         self._clock = clock
         self._prune_batch = prune_batch
         self._where = engine.url.render_as_string(hide_password=True)
-        # What a history shows of each ranking read for one, by ranking_key: a ranking never
-        # changes once stored and its number is never given to another (store.shared), and
-        # a month of one canary names hundreds of them, a fifth of the history's time to
-        # decode (docs/performance.md, "Storage: one canary's history").
-        self._shown: dict[int, tuple[Any, ...]] = {}
+        # What a history shows of each ranking read for one (a month of one canary names
+        # hundreds, a fifth of the history's time to decode), and the case entry of each
+        # ranking a report was read with (most of a whole report's time): store.remembered.
+        self._shown: Remembered[tuple[Any, ...]] = Remembered(HISTORY_VIEWS)
+        self._entries: Remembered[CaseEntry] = Remembered(CASE_ENTRIES)
 
     @property
     def dialect(self) -> str:
@@ -177,15 +182,26 @@ class Store(ClaimsMixin):
             ).one_or_none()
             if run is None:
                 return None
-            report = reading.heads(conn, [run])[run_id]
-            cases = reading.entries(conn, run)
+            head = reading.heads(conn, [run])[run_id]
+            answered = reading.answers_of(conn, run)
+            entries = self._entries.read(
+                {ranking for _latency, ranking in answered},
+                lambda keys: {
+                    key: unmarshal_case(value)
+                    for key, value in shared_values(conn, rankings, keys).items()
+                },
+            )
             kept = {
                 row.position: row.vector
                 for row in conn.execute(select(vectors).where(vectors.c.run_id == run_id))
             }
+        cases = [entries[ranking] for _latency, ranking in answered]
+        for position, (latency, _ranking) in enumerate(answered):
+            if latency is not None:  # else the ranking's own (with_latency)
+                cases[position] = dataclasses.replace(cases[position], latency_s=latency)
         for position, vector in kept.items():
-            cases[position][VECTOR_KEY] = vector
-        return unmarshal({**report, "cases": cases})
+            cases[position] = dataclasses.replace(cases[position], query_vector=vector)
+        return unmarshal(head, tuple(cases))
 
     def list_runs(
         self,
@@ -284,23 +300,19 @@ class Store(ClaimsMixin):
         with self._read() as conn:
             # Stored in time order but for runs stored late: a nearly sorted list.
             rows = sorted(conn.execute(query).all(), key=_by_time)
-            remembered = self._shown  # shared with other threads: read once per key
-            wanted = {r[6] for r in rows}
-            shown = {k: v for k in wanted if (v := remembered.get(k)) is not None}
-            missing = wanted - shown.keys()
-            if missing:
-                read = shared_values(conn, rankings, missing)
-                new = {key: reading.history_view(ranking) for key, ranking in read.items()}
-                shown.update(new)
-                if len(remembered) + len(new) > HISTORY_VIEWS:
-                    remembered.clear()
-                remembered.update(new)
+            shown = self._shown.read(
+                {r[6] for r in rows},
+                lambda keys: {
+                    key: reading.history_view(ranking)
+                    for key, ranking in shared_values(conn, rankings, keys).items()
+                },
+            )
         # A month of one canary is 8,640 rows: every microsecond per row counts, so what
         # latency_of and verdict_of do is written out here.
         history: list[dict[str, Any]] = []
         append = history.append
         for run_id, at, target, run_outcome, micros, seconds, ranking, code in rows:
-            outcome, error, top, ids, usual = shown[ranking]
+            outcome, error, top, ids, usual, own = shown[ranking]
             append(
                 {
                     "run_id": run_id,
@@ -309,7 +321,9 @@ class Store(ClaimsMixin):
                     "run_outcome": run_outcome,
                     "outcome": outcome,
                     "error": error,
-                    "latency_s": seconds if micros is None else micros / 1e6,
+                    "latency_s": (
+                        micros / 1e6 if micros is not None else own if seconds is None else seconds
+                    ),
                     "top_score": top,
                     "ids": None if ids is None else ids[:],  # each row its own list
                     "verdict": usual if code is None else VERDICTS[code],
