@@ -26,10 +26,12 @@ from ragcanary.demo.retriever import (
     build_index,
     create_app,
     is_dropped,
+    rewrite_query,
     shift_scores,
     shuffle_top,
     stem,
     tokenize,
+    truncated,
 )
 from ragcanary.errors import UsageError
 
@@ -382,3 +384,23 @@ def test_drop_docs_visibly_lowers_the_suites_hit_rate(index: Index, cases: list[
     normal = _hit_rate(index, cases, ModeSettings())
     dropped = _hit_rate(index, cases, ModeSettings(mode="drop-docs"))
     assert normal - dropped >= 0.2
+
+
+@pytest.mark.anyio
+async def test_variants_are_other_strategies_over_the_same_corpus(index: Index) -> None:
+    """?variant=rewrite searches the query with its first hit's title appended; ?variant=
+    truncated searches an index of each document's title and the start of its text."""
+    body = {"q": JSON_QUERY, "limit": 10}
+    async with _client(index) as client:
+        plain = (await client.post("/search", json=body)).json()["hits"]
+        rewritten = (await client.post("/search?variant=rewrite", json=body)).json()["hits"]
+        cut = (await client.post("/search?variant=truncated", json=body)).json()["hits"]
+        refused = await client.post("/search?variant=dense", json=body)
+    assert [h["id"] for h in plain] == [h.id for h in index.search(JSON_QUERY, 10)]
+    expanded = rewrite_query(index, JSON_QUERY)
+    assert expanded == f"{JSON_QUERY} {plain[0]['title']}"
+    assert [h["id"] for h in rewritten] == [h.id for h in index.search(expanded, 10)]
+    short = Index(truncated(index.docs, 80))
+    assert [h["id"] for h in cut] == [h.id for h in short.search(JSON_QUERY, 10)]
+    assert all(len(d.text) <= 80 for d in short.docs)
+    assert refused.status_code == 422

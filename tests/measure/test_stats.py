@@ -12,6 +12,7 @@ from ragcanary.measure.stats import (
     _quantile,
     bootstrap_ci,
     bootstrap_cis,
+    holm,
     permutation_test,
 )
 
@@ -231,3 +232,35 @@ def test_bootstrap_cis_gives_the_definitions_intervals_however_many_cases_moved(
     assert [v for ci in got for v in ci] == pytest.approx(flat, rel=1e-12, abs=1e-12)
     if moved == 0:
         assert got == [(0.0, 0.0)] * 3
+
+
+@pytest.mark.parametrize(
+    ("p_values", "expected"),
+    [
+        pytest.param([], [], id="empty"),
+        pytest.param([0.03], [0.03], id="one-test-unchanged"),
+        # Sorted 0.01, 0.02, 0.04: 3·0.01 = 0.03, 2·0.02 = 0.04, 1·0.04 = 0.04.
+        pytest.param([0.04, 0.01, 0.02], [0.04, 0.03, 0.04], id="three"),
+        # Sorted 0.01, 0.04, 0.045, 0.30: 0.04, 0.12, 0.09 -> 0.12 (monotone), 0.30.
+        pytest.param([0.30, 0.045, 0.01, 0.04], [0.30, 0.12, 0.04, 0.12], id="kept-monotone"),
+        pytest.param([0.5, 0.6, 0.9], [1.0, 1.0, 1.0], id="capped-at-one"),
+        pytest.param([0.02, 0.02, 1.0], [0.06, 0.06, 1.0], id="ties"),
+    ],
+)
+def test_holm_matches_a_hand_computation(p_values, expected):
+    """Holm's step-down: the i-th smallest times (m - i + 1), never below the one before."""
+    assert holm(p_values) == pytest.approx(expected, abs=1e-15)
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1.0), max_size=12))
+def test_holm_never_lowers_a_p_value_and_keeps_the_order(p_values):
+    """An adjusted value is at least the raw one, at most 1, and sorts as the raw ones do."""
+    adjusted = holm(p_values)
+    assert all(p <= a <= 1.0 for p, a in zip(p_values, adjusted, strict=True))
+    ranked = sorted(range(len(p_values)), key=p_values.__getitem__)
+    assert [adjusted[i] for i in ranked] == sorted(adjusted)
+
+
+def test_holm_refuses_what_is_not_a_p_value():
+    with pytest.raises(ValueError, match="p-values must lie in"):
+        holm([0.2, 1.5])

@@ -138,7 +138,7 @@ async def compare_targets(
                 f"(coverage {evaluation.run.coverage:.0%}); nothing to compare[/]"
             )
             return 3, reports
-    console.print(_compare_table(second, target_a, target_b))
+    console.print(compare_table(second, target_a, target_b))
     drops = [f for f in second.verdict.failures if f.kind == "drop"]
     for failure in drops:
         console.print(f"[red]✗ {target_b}: {failure.message}[/]", markup=True, highlight=False)
@@ -147,7 +147,8 @@ async def compare_targets(
     return (1 if drops else 0), reports
 
 
-def _compare_table(evaluation: Evaluation, a: str, b: str) -> Table:
+def compare_table(evaluation: Evaluation, a: str, b: str) -> Table:
+    """B's verdict against A, per metric: both values, Δ, p, the 95% CI and win/tie/loss."""
     table = Table(title=f"{a} (A) vs {b} (B) on {evaluation.run.suite}", title_justify="left")
     for col in ("metric", "A", "B", "Δ (B-A)", "p (B<A)", "95% CI", "win/tie/loss"):
         table.add_column(col, justify="left" if col == "metric" else "right")

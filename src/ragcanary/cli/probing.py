@@ -18,11 +18,13 @@ from ragcanary.cli.common import (
     TargetOption,
     load,
     pairs,
+    read_only,
     running,
     write_output,
 )
 from ragcanary.errors import UsageError
 from ragcanary.measure.run_report import RunReport
+from ragcanary.measure.target_comparison import TargetComparison
 from ragcanary.reports.report import dump_text, load_reports
 from ragcanary.suites.loaded import config_path
 
@@ -110,27 +112,77 @@ def validate(
 
 
 def compare(
-    target_a: Annotated[str, typer.Argument(metavar="TARGET_A")],
-    target_b: Annotated[str, typer.Argument(metavar="TARGET_B")],
-    suite: Annotated[str, typer.Option(help="The suite both targets answer.")],
+    targets: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="TARGET TARGET [TARGET ...]",
+            help="2 to 10 targets; the first is the reference unless --baseline-target says.",
+            show_default=False,
+        ),
+    ],
+    suite: Annotated[str, typer.Option(help="The suite every target answers.")],
     config: ConfigOption = None,
-    report: Annotated[Path | None, typer.Option(help="Write both reports as JSON.")] = None,
+    baseline_target: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-target",
+            help="The reference the others are judged against (default: the first).",
+        ),
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write the comparison JSON here.")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Write the comparison as Markdown here.")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML here.")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="Compare the newest runs a running daemon (http://HOST:PORT) stored of each "
+            "target instead of asking the targets now.",
+            show_default=False,
+        ),
+    ] = None,
+    max_age: Annotated[
+        str, typer.Option(help="With --url: the oldest stored run used, like 15m (else exit 3).")
+    ] = "15m",
 ) -> None:
-    """A/B two targets on one suite; exit 1 when B is significantly worse than A."""
-    from ragcanary.cli.cycles import compare_targets
+    """Compare 2 to 10 targets on one suite; exit 1 when one is significantly worse than the
+    reference."""
+    from datetime import timedelta
+
+    from ragcanary.cli.comparing import run_compare
+    from ragcanary.config.units import DURATION_HINT, parse_duration
 
     with running():
-        loaded = load(config)
-        for name in (target_a, target_b):
-            pairs(loaded, suite, None)
-            if name not in loaded.config.targets:
-                raise UsageError(
-                    f"{name}: no such target; the config has: " + ", ".join(loaded.config.targets)
-                )
-        code, reports = asyncio.run(compare_targets(loaded, suite, target_a, target_b, Console()))
-    if report:
-        write_output(report, "--report", lambda: dump_text(reports))
+        try:
+            oldest = timedelta(seconds=parse_duration(max_age))
+        except ValueError as exc:
+            raise UsageError(f"--max-age: {exc}; {DURATION_HINT}") from None
+        loaded = read_only(config) if url else load(config)
+        code, comparison = run_compare(
+            loaded, suite, targets, baseline_target, Console(), url=url, max_age=oldest
+        )
+    if comparison is not None:
+        _write_comparison(comparison, report, markdown, junit)
     raise typer.Exit(code)
+
+
+def _write_comparison(
+    comparison: TargetComparison, report: Path | None, markdown: Path | None, junit: Path | None
+) -> None:
+    from ragcanary.reports.comparison import (
+        dump_comparison,
+        render_comparison_junit,
+        render_comparison_markdown,
+    )
+
+    if report:
+        write_output(report, "--report", lambda: dump_comparison(comparison))
+    if markdown:
+        write_output(markdown, "--markdown", lambda: render_comparison_markdown(comparison))
+    if junit:
+        write_output(junit, "--junit", lambda: render_comparison_junit(comparison))
 
 
 def calibrate(

@@ -1,6 +1,8 @@
 """The demo retriever: BM25 over the demo corpus, served over HTTP, with incident modes.
 
-``POST /search`` answers a query; ``GET /docs/{id}`` answers 200 with a document the index
+``POST /search`` answers a query; ``POST /search?variant=rewrite`` and ``?variant=truncated``
+answer it with another retrieval strategy over the same corpus (for ``ragcanary compare``);
+``GET /docs/{id}`` answers 200 with a document the index
 holds and 404 with one it does not (in mode ``drop-docs``, the dropped shards'), which the
 demo config's ``lookup:`` asks so that a run names the documents that left the index.
 """
@@ -30,6 +32,11 @@ from ragcanary.demo.corpus import Doc, load_corpus
 from ragcanary.errors import RagcanaryError, UsageError
 
 Mode = Literal["normal", "drop-docs", "shift-scores", "shuffle", "down"]
+# Retrieval strategies the demo serves side by side: plain BM25; the query rewritten with the
+# title of its first hit (pseudo-relevance feedback); an index of each document's title and
+# only the first TRUNCATED_CHARS characters of its text, as a chunker that keeps one chunk.
+Variant = Literal["bm25", "rewrite", "truncated"]
+TRUNCATED_CHARS = 80
 MODES: tuple[Mode, ...] = ("normal", "drop-docs", "shift-scores", "shuffle", "down")
 
 # BM25 is unbounded; s / (s + SCORE_SCALE) maps it monotonically into (0, 1) so that the demo's
@@ -133,6 +140,33 @@ class Index:
         if doc is None or is_dropped(doc_id, drop_fraction):
             return None
         return doc
+
+
+def rewrite_query(index: Index, query: str) -> str:
+    """``query`` with the title of its first hit appended (one round of pseudo-relevance
+    feedback), or unchanged when nothing matches."""
+    first = index.search(query, 1)
+    return f"{query} {first[0].title}" if first else query
+
+
+def truncated(docs: Sequence[Doc], chars: int = TRUNCATED_CHARS) -> list[Doc]:
+    """``docs`` with their texts cut to the first ``chars`` characters."""
+    return [replace(d, text=d.text[:chars]) for d in docs]
+
+
+class _Variants:
+    """The index of each variant; the truncated one is built on its first use (a second)."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._truncated: Index | None = None
+        self._lock = threading.Lock()
+
+    def truncated(self) -> Index:
+        with self._lock:
+            if self._truncated is None:
+                self._truncated = Index(truncated(self.index.docs), self.index.scale)
+            return self._truncated
 
 
 def build_index(docs: Sequence[Doc] | None = None) -> Index:
@@ -239,15 +273,21 @@ def _down() -> JSONResponse:
 def create_app(mode: Mode = "normal", index: Index | None = None) -> FastAPI:
     """The demo retriever's HTTP API; pass a prebuilt ``index`` to share it between apps."""
     idx = build_index() if index is None else index
+    variants = _Variants(idx)
     state = _State(ModeSettings(mode=mode))
     app = FastAPI(title="ragcanary demo retriever", version="1")
 
     @app.post("/search", response_model=SearchResponse)
-    def search(request: SearchRequest) -> SearchResponse | JSONResponse:
+    def search(request: SearchRequest, variant: Variant = "bm25") -> SearchResponse | JSONResponse:
         settings = state.settings
         if settings.mode == "down":
             return _down()
-        hits = answer(idx, settings, request.q, request.limit)
+        query, searched = request.q, idx
+        if variant == "rewrite":
+            query = rewrite_query(idx, query)
+        elif variant == "truncated":
+            searched = variants.truncated()
+        hits = answer(searched, settings, query, request.limit)
         return SearchResponse(
             hits=[HitOut(id=h.id, score=h.score, title=h.title) for h in hits], mode=settings.mode
         )

@@ -253,3 +253,24 @@ def _quantile(values: list[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values of one family of tests, in the order given.
+
+    With the m p-values sorted ascending, p(1) ≤ … ≤ p(m), the adjusted value of the i-th is
+    ``max over j ≤ i of min(1, (m - j + 1) · p(j))`` (Holm 1979, as ``statsmodels``'
+    ``multipletests(method="holm")`` computes it). Rejecting each test whose adjusted value is
+    below a level keeps the family-wise error rate at that level under any dependence.
+    Equal p-values keep their order, so they get equal adjusted values.
+    """
+    values = list(map(float, p_values))
+    if not all(0.0 <= p <= 1.0 for p in values):
+        raise ValueError(f"p-values must lie in [0, 1], got {values}")
+    m = len(values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=values.__getitem__)):
+        running = max(running, min(1.0, (m - rank) * values[index]))
+        adjusted[index] = running
+    return adjusted
