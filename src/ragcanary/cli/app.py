@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ragcanary import __version__
-from ragcanary.cli import authoring, inspecting, probing
+from ragcanary.cli import authoring, gating, inspecting, probing
 
 app = typer.Typer(
     name="ragcanary",
@@ -42,6 +42,7 @@ app.add_typer(storage_app, name="storage")
 app.command()(probing.run)
 app.command()(probing.validate)
 app.command()(probing.compare)
+app.command()(gating.gate)
 app.command()(authoring.bootstrap)
 import_app.command("beir")(authoring.import_beir)
 import_app.command("trec")(authoring.import_trec)

@@ -191,6 +191,11 @@ def _endpoint(entry: EndpointEntry) -> JSON:
     }
 
 
+def marshal_diagnosis(diagnosis: Diagnosis) -> JSON:
+    """A diagnosis as the report's ``diagnosis`` object (the gate's report holds one too)."""
+    return _diagnosis(diagnosis)
+
+
 def _diagnosis(diagnosis: Diagnosis) -> JSON:
     data: JSON = {
         "cause": diagnosis.cause,

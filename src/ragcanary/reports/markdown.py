@@ -10,6 +10,7 @@ from typing import Any
 from ragcanary.measure.reasons import family_drops
 from ragcanary.measure.run_report import BaselineComparison, CaseEntry, Numbers, RunReport
 from ragcanary.measure.verdict import Regression
+from ragcanary.reports.gate import GateResult
 from ragcanary.reports.report import reason_lines
 
 _HEADLINES = {
@@ -226,3 +227,26 @@ def _code(text: str, *, in_table: bool = False) -> str:
     fence = "`" * (longest + 1)
     padded = f" {flat} " if flat.startswith("`") or flat.endswith("`") else flat
     return f"{fence}{padded}{fence}"
+
+
+_GATE_HEADLINES = {
+    "ok": "✅ not worse",
+    "regression": "❌ worse",
+    "unavailable": "⚠️ unavailable",
+    "config": "❌ config error",
+}
+
+
+def render_gate_markdown(result: GateResult) -> str:
+    """`ragcanary gate --markdown`: the gate's verdict and the cause of the difference, then
+    the candidate's run against the stable one as ``render_markdown`` shows a run."""
+    stable, candidate = result.stable, result.candidate
+    lines = [
+        f"# {_GATE_HEADLINES[result.verdict]}: ragcanary gate of {_code(candidate.target)} "
+        f"against {_code(stable.target)} on suite {_code(result.suite)}",
+        "",
+        f"**Verdict** {_code(result.verdict)} · **Exit** {result.exit_code}",
+    ]
+    for run in result.unavailable():
+        lines += ["", f"{_code(run.target)} answered too few canaries: {_coverage(run)}."]
+    return "\n".join(lines) + "\n\n" + render_markdown(candidate)
