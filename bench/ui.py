@@ -77,6 +77,11 @@ FLEET_PAIRS = 50  # the fleet page is also timed with this many pairs (their las
 ADMIN = {"RAGCANARY_ADMIN_TOKEN": "bench-admin-token"}  # the environment the daemon reads
 PENDING = 10_000  # failure reports waiting for review: the default cap of pending candidates
 FIRST_VIEWS = ("run", "diff")  # the pages reading whole reports: also timed on a first view
+# The previous release's pages (schema 6, commit 19daaa0) on this machine, 2026-11-28.
+PREVIOUS = {
+    "diff": {"sqlite": 210.2, "postgresql": 207.4},
+    "run": {"sqlite": 86.0, "postgresql": 85.2},
+}
 SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 
 
@@ -571,7 +576,8 @@ def render(result: dict[str, Any]) -> str:
         "transport): routing, storage, computing and rendering, no network. Median of "
         f"{REPEAT} requests after one, and the bytes sent: the HTML, and with every script and "
         "stylesheet it loads (uncompressed). The fleet is also timed on its first view (a new "
-        "app each time: nothing remembered), and with "
+        "app each time: nothing remembered), the run and diff pages on theirs (a new daemon "
+        "on the same store each time, its connection opened first), and the fleet with "
         f"{FLEET_PAIRS} pairs, the others holding a day of runs (what it reads of each)."
     )
     said = []
@@ -598,15 +604,30 @@ def render(result: dict[str, Any]) -> str:
         "the deltas of their baseline comparison), remembering it and the newest run's summary "
         "from view to view, since a stored run never changes; a first view reads them all, "
         "later views only the runs that are new. The run and diff pages read whole reports "
-        "(a run's answers and every ranking they name, decompressed and decoded); the diff "
-        "reads two and compares every case, which makes it the slowest page of a pair. The "
-        "case page's 30-day window reads 8,640 answers and the rankings they name. The "
-        "previous release (schema 6, commit 19daaa0), measured with its own version of this "
-        "benchmark on the same machine on 2026-11-28, already missed the goal: its diff took "
-        "210.2 ms on SQLite and 207.4 ms on PostgreSQL, its run page (newest regression) "
-        "86.0 and 85.2 ms, the 30-day case page 87.3 and 86.1 ms, a first view of a fleet "
-        "of 50 pairs 219.2 and 318.3 ms."
+        "(a run's answers and every ranking they name); the diff reads two and compares every "
+        "case, which makes it the slowest page of a pair. A first view decompresses and "
+        "decodes every ranking; the store then remembers the case entry made of each "
+        "(`store.remembered`, up to 2,500 rankings: the newest run and its baseline here), "
+        "which later views, and later runs of the pair answering as this one did, read "
+        "again. The case page's 30-day window reads 8,640 answers and the rankings they name. "
+        "The previous release (schema 6, commit 19daaa0), measured with its own version of "
+        "this benchmark on the same machine on 2026-11-28, already missed the goal: its diff "
+        f"took {PREVIOUS['diff']['sqlite']} ms on SQLite and "
+        f"{PREVIOUS['diff']['postgresql']} ms on PostgreSQL, its run page (newest "
+        f"regression) {PREVIOUS['run']['sqlite']} and {PREVIOUS['run']['postgresql']} ms, "
+        "the 30-day case page 87.3 and 86.1 ms, a first view of a fleet of 50 pairs 219.2 "
+        "and 318.3 ms; it remembered nothing, so its every view was a first view."
     )
+    for backend, m in measured.items():
+        for page in FIRST_VIEWS:
+            first = m["pages"].get(f"{page}_first", {}).get("ms")
+            before = PREVIOUS[page][backend]
+            if first is not None and not result["quick"]:  # the previous: full scale
+                said.append(
+                    f"On {_NAMES[backend]} a first view of the {page} page takes {first:,.1f} "
+                    f"ms ({'faster than' if first <= before else '**slower** than'} the "
+                    f"previous release's {before} ms)."
+                )
     if result["quick"]:
         said.append(f"Quick scale: {result['canaries']} canaries instead of {FULL_CANARIES:,}.")
     return section(what, "ui", table(headers, rows), " ".join(said))
