@@ -1194,6 +1194,49 @@ def test_migrate_twice_changes_nothing(store: Store, store_url: str) -> None:
     assert store.get_report("r1") == make_report("r1")
 
 
+def _digest_fillfactors(url: str) -> dict[str, list[str] | None]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sqlalchemy.text(
+                    "SELECT relname, reloptions FROM pg_class WHERE relname IN "
+                    "('rankings_digest', 'run_parts_digest') "
+                    "AND relnamespace = to_regnamespace(current_schema())::oid"
+                )
+            ).all()
+            return {name: options for name, options in rows}
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_to_version_8_fills_the_digest_buckets(store: Store, store_url: str) -> None:
+    """A database version 7 made keeps its runs; on PostgreSQL its digests' hash indexes fill
+    their buckets before they split, as a new database's do."""
+    filled = ["fillfactor=100"]
+    store.save_run(make_report("r1"))
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 7"))
+            if conn.dialect.name == "postgresql":
+                for index in ("rankings_digest", "run_parts_digest"):
+                    conn.execute(sqlalchemy.text(f"ALTER INDEX {index} RESET (fillfactor)"))
+    finally:
+        engine.dispose()
+    if store.dialect == "postgresql":
+        assert _digest_fillfactors(store_url) == {"rankings_digest": None, "run_parts_digest": None}
+    assert store.schema_version() == 7
+    store.migrate()
+    assert store.schema_version() == LATEST == 8
+    assert store.get_report("r1") == make_report("r1")
+    if store.dialect == "postgresql":
+        assert _digest_fillfactors(store_url) == {
+            "rankings_digest": filled,
+            "run_parts_digest": filled,
+        }
+
+
 @pytest.fixture
 def version_1(store_url: str) -> Iterator[Store]:
     """A store whose code knows no upgrades: it creates the tables and calls them version 1."""

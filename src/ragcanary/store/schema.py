@@ -131,8 +131,14 @@ def _shared_values(name: str, key: str, *more: Column[Any]) -> Table:
         Column("digest", LargeBinary(16), nullable=False),
         Column("body", LargeBinary, nullable=False),
         # Digests are random, so a B-tree of them splits pages all over and stays half
-        # empty; PostgreSQL's hash index holds a 4-byte hash per value (docs/performance.md).
-        Index(f"{name}_digest", "digest", postgresql_using="hash"),
+        # empty; PostgreSQL's hash index holds a 4-byte hash per value, its buckets filled
+        # before they split (docs/performance.md, "Storage: bytes per canary-run").
+        Index(
+            f"{name}_digest",
+            "digest",
+            postgresql_using="hash",
+            postgresql_with={"fillfactor": 100},
+        ),
         # Pruning. Values are stored about in time order, which a BRIN index summarises in
         # a few bytes per hundred pages on PostgreSQL.
         Index(f"{name}_created", "created_at", postgresql_using="brin"),
