@@ -370,31 +370,26 @@ def timed(client: Client, path: str) -> dict[str, Any]:
 
 def timed_cold(daemon: Daemon, path: str) -> dict[str, Any]:
     """Like ``timed``, each request from a new app: nothing remembered from earlier requests."""
-    times = []
-    for _ in range(REPEAT):
-        client = Client(daemon)
-        try:
-            started = time.perf_counter()
-            response = client.get(path)
-            times.append((time.perf_counter() - started) * 1000)
-            if response.status_code != 200:
-                raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
-            figures = _figures(times, response, client)
-        finally:
-            client.close()
-    return figures
+    return _timed_new(lambda: (daemon, False), path)
 
 
 def timed_first(make: Callable[[], Daemon], path: str) -> dict[str, Any]:
     """Like ``timed``, each request of a new daemon on the same store: nothing remembered of
     what earlier requests read, as when a run nobody opened yet is opened (its store has its
     connection open, as a running daemon's has)."""
+    return _timed_new(lambda: (make(), True), path)
+
+
+def _timed_new(daemon_of: Callable[[], tuple[Daemon, bool]], path: str) -> dict[str, Any]:
+    """REPEAT requests of ``path``, each from a new app on what ``daemon_of`` gives: a daemon
+    and whether it is new (its store's connection is then opened first, and closed after)."""
     times = []
     for _ in range(REPEAT):
-        daemon = make()
+        daemon, new = daemon_of()
         client = Client(daemon)
         try:
-            daemon.store.list_runs(limit=1)  # the pool's connection opened, not timed
+            if new:
+                daemon.store.list_runs(limit=1)  # the pool's connection opened, not timed
             started = time.perf_counter()
             response = client.get(path)
             times.append((time.perf_counter() - started) * 1000)
@@ -403,7 +398,8 @@ def timed_first(make: Callable[[], Daemon], path: str) -> dict[str, Any]:
             figures = _figures(times, response, client)
         finally:
             client.close()
-            daemon.store.close()
+            if new:
+                daemon.store.close()
     return figures
 
 
