@@ -319,7 +319,22 @@ def alert_annotations() -> Json:
         "tagKeys": "alertname,severity",
         "useValueForTime": False,
     }
-    return {"list": [builtin, alerts]}
+    # Declared changes (issue 38): while a change window holds a selected pair's alerts, a
+    # region marks it, so a dip inside it reads as the planned change it is.
+    windows = {
+        "name": "ragcanary change windows",
+        "datasource": DATASOURCE,
+        "enable": True,
+        "hide": False,
+        "iconColor": "purple",
+        "expr": f"max without ({REPLICA_LABELS}) (ragcanary_maintenance{{{PAIR}}}) == 1",
+        "step": "1m",
+        "titleFormat": "change window",
+        "textFormat": "{{suite}} / {{target}}: alerts held (ragcanary change list)",
+        "tagKeys": "suite,target",
+        "useValueForTime": False,
+    }
+    return {"list": [builtin, alerts, windows]}
 
 
 def layout(rows: Sequence[tuple[int, Sequence[Json]]]) -> list[Json]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from sqlalchemy import Column, ForeignKey, MetaData, String, Table
+
 from ragcanary.measure.case_verdict import RunFindings
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import RunReport
@@ -17,7 +19,7 @@ from ragcanary.store.engine import make_engine
 from ragcanary.store.rows import VECTOR_KEY, run_row, vector_row
 from ragcanary.store.rows_v6 import case_row, point_row
 from ragcanary.store.schema import (
-    baselines,
+    UTCDateTime,
     candidates,
     claims,
     replicas,
@@ -25,6 +27,16 @@ from ragcanary.store.schema import (
     vectors,
 )
 from ragcanary.store.schema_v6 import metadata_v6, points_v6, results_v6, runs_v6
+
+# The baselines table before version 8 gave it a reason column.
+baselines = Table(
+    "baselines",
+    MetaData(),
+    Column("suite", String(200), primary_key=True),
+    Column("target", String(200), primary_key=True),
+    Column("run_id", String(200), ForeignKey(runs_v6.c.run_id), nullable=False),
+    Column("set_at", UTCDateTime(), nullable=False),
+)
 
 
 def write_version6(

@@ -19,6 +19,7 @@ from version6 import write_version6
 from ragcanary.cli.app import app
 from ragcanary.cli.stored import print_footprint
 from ragcanary.store.footprint import Footprint
+from ragcanary.store.migrations import UPGRADES, latest_version
 from ragcanary.store.schema import metadata
 from ragcanary.store.storage import Store
 
@@ -127,7 +128,8 @@ def test_an_older_schema_is_refused_with_exit_2_and_not_upgraded(
     write_version6(store_url, [run_report("old", started_at=NOW)])
     result = stats(write_config(tmp_path, store_url), "--json")
     assert result.exit_code == 2, result.output
-    assert "schema version 6, older than this ragcanary's 7" in result.stderr
+    latest = latest_version(UPGRADES)
+    assert f"schema version 6, older than this ragcanary's {latest}" in result.stderr
     assert "`ragcanary serve`" in result.stderr
     with Store.from_url(store_url) as store:
         assert store.schema_version() == 6

@@ -158,3 +158,34 @@ def test_unit_tests_expect_a_ui_url_with_every_firing_alert() -> None:
     missing = [a["summary"] for a in expected if "ui_url" not in a]
     assert not missing, f"exp_annotations without ui_url: {missing}"
     assert "" in [a["ui_url"] for a in expected], "no test of an alert without ragcanary_ui_info"
+
+
+HOLD = "unless on (suite, target) ragcanary_maintenance == 1"
+
+
+@PER_RULE
+def test_every_alert_is_held_while_a_change_window_is_open(rule: dict[str, Any]) -> None:
+    """docs/alerts.md, "Change windows": the last line of every rule holds it while its pair's
+    target is inside a declared change's window (alerts without a pair are never matched)."""
+    assert rule["expr"].rstrip().splitlines()[-1].strip() == HOLD, rule["expr"]
+
+
+def test_unit_tests_show_a_window_holding_a_page_and_releasing_it() -> None:
+    """A degraded pair inside a window stays quiet and pages once the window ends."""
+    document = yaml.safe_load(UNIT_TESTS.read_text(encoding="utf-8"))
+    held = [
+        test
+        for test in document["tests"]
+        if any("ragcanary_maintenance" in s["series"] for s in test["input_series"])
+    ]
+    assert held, "no promtool test sets ragcanary_maintenance"
+    fired = {
+        (check["eval_time"], alert["exp_labels"]["target"])
+        for test in held
+        for check in test["alert_rule_test"]
+        if check["alertname"] == "RagCanaryRegression"
+        for alert in check.get("exp_alerts") or []
+    }
+    assert ("10m", "kb") in fired
+    assert ("10m", "docs-search") not in fired
+    assert ("25m", "docs-search") in fired

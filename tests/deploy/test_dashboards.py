@@ -522,3 +522,14 @@ def test_dashboards_link_to_the_ui_pages_of_each_pair(name: str) -> None:
         "${ui_url:raw}/ui/?suite=${suite:percentencode}" if one_suite else "${ui_url:raw}/ui/"
     )
     assert fleet["includeVars"] is False  # the pages take suite=, not Grafana's var-suite=
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_change_windows_are_annotated(name: str) -> None:
+    """Every dashboard marks the stretches a declared change held the selected pairs' alerts."""
+    exprs = [a.get("expr", "") for a in BOARDS[name]["annotations"]["list"] if a["enable"]]
+    assert any(
+        s.metric == "ragcanary_maintenance" and 'suite=~"$suite"' in s.matchers
+        for expr in exprs
+        for s in selectors(expr)
+    )

@@ -642,3 +642,26 @@ def test_lost_documents_is_0_when_only_label_free_causes_were_seen(exporter: Exp
     unasked = Diagnosis("unknown", "no layer could be named", causes=(short, left))
     exporter.observe_run(replace(make_report("regression"), diagnosis=unasked))
     assert value(exporter, "ragcanary_lost_documents") is None
+
+
+def test_maintenance_is_zero_per_pair_until_a_window_holds_it(exporter: Exporter) -> None:
+    """ragcanary_maintenance exists at 0 from the start, is 1 while a change window holds the
+    pair, 0 again once it closes, and the /metrics text says so each time."""
+    assert value(exporter, "ragcanary_maintenance") == 0.0
+    exporter.set_maintenance({(CORE["suite"], CORE["target"]), ("gone", "nowhere")})
+    assert value(exporter, "ragcanary_maintenance") == 1.0
+    text = exporter.exposition().decode()
+    assert f'ragcanary_maintenance{{suite="{CORE["suite"]}",target="{CORE["target"]}"}} 1.0' in text
+    assert (
+        exporter.registry.get_sample_value(
+            "ragcanary_maintenance", {"suite": "gone", "target": "nowhere"}
+        )
+        is None
+    )
+    exporter.load(pairs())  # a reload keeps the hold
+    assert value(exporter, "ragcanary_maintenance") == 1.0
+    exporter.set_maintenance(set())
+    assert value(exporter, "ragcanary_maintenance") == 0.0
+    assert (
+        'ragcanary_maintenance{suite="core",target="search"} 0.0' in exporter.exposition().decode()
+    )

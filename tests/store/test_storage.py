@@ -1218,6 +1218,9 @@ def test_upgrade_to_version_8_fills_the_digest_buckets(store: Store, store_url: 
     engine = make_engine(store_url)
     try:
         with engine.begin() as conn:
+            # What version 7 had not: the changes table and baselines.reason (version 9).
+            conn.execute(sqlalchemy.text("DROP TABLE changes"))
+            conn.execute(sqlalchemy.text("ALTER TABLE baselines DROP COLUMN reason"))
             conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 7"))
             if conn.dialect.name == "postgresql":
                 for index in ("rankings_digest", "run_parts_digest"):
@@ -1228,7 +1231,7 @@ def test_upgrade_to_version_8_fills_the_digest_buckets(store: Store, store_url: 
         assert _digest_fillfactors(store_url) == {"rankings_digest": None, "run_parts_digest": None}
     assert store.schema_version() == 7
     store.migrate()
-    assert store.schema_version() == LATEST == 8
+    assert store.schema_version() == LATEST
     assert store.get_report("r1") == make_report("r1")
     if store.dialect == "postgresql":
         assert _digest_fillfactors(store_url) == {

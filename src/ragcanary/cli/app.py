@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ragcanary import __version__
-from ragcanary.cli import authoring, gating, inspecting, probing
+from ragcanary.cli import authoring, changing, gating, inspecting, probing
 
 app = typer.Typer(
     name="ragcanary",
@@ -32,6 +32,11 @@ candidates_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(candidates_app, name="candidates")
+change_app = typer.Typer(
+    help="Declare changes (a re-index, a model swap, a deploy): their windows hold alerts.",
+    rich_markup_mode=None,
+)
+app.add_typer(change_app, name="change")
 storage_app = typer.Typer(
     help="What the store holds and the bytes it takes, read without changing it.",
     rich_markup_mode=None,
@@ -50,6 +55,9 @@ app.command()(probing.demo)
 app.command()(probing.serve)
 baseline_app.command("accept")(inspecting.baseline_accept)
 baseline_app.command("show")(inspecting.baseline_show)
+change_app.command("start")(changing.change_start)
+change_app.command("finish")(changing.change_finish)
+change_app.command("list")(changing.change_list)
 app.command()(inspecting.diff)
 app.command()(inspecting.history)
 app.command()(inspecting.runs)

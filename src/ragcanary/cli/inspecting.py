@@ -33,15 +33,27 @@ def baseline_accept(
             "--run", help="Run to pin, or a unique prefix of its id (default: latest successful)."
         ),
     ] = None,
+    change: Annotated[
+        str | None,
+        typer.Option(
+            "--change",
+            help="Pin the first good run after this change's window ended, with it as the reason.",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Pin a run as the baseline of a suite on a target."""
-    from ragcanary.cli.stored import accept_baseline
+    from ragcanary.cli.stored import accept_after_change, accept_baseline
 
     with running():
         loaded = read_only(config)
         pairs(loaded, suite, target)
-        pinned = accept_baseline(loaded, suite, target, run_id)
+        if change is not None and run_id is not None:
+            raise UsageError("give --run or --change, not both")
+        if change is not None:
+            pinned = accept_after_change(loaded, suite, target, change)
+        else:
+            pinned = accept_baseline(loaded, suite, target, run_id)
     typer.echo(f"baseline of {suite} on {target} is now run {pinned}")
 
 

@@ -61,6 +61,20 @@ def accept_baseline(loaded: LoadedConfig, suite: str, target: str, run_id: str |
         store.close()
 
 
+def accept_after_change(loaded: LoadedConfig, suite: str, target: str, change_id: str) -> str:
+    """`ragcanary baseline accept --change ID`: pin the pair's first good run after the
+    change's window ended, the change kept as the reason."""
+    from datetime import UTC, datetime
+
+    from ragcanary.store.changes import ChangeStore
+
+    store = _store(loaded)
+    try:
+        return ChangeStore(store).accept_baseline(change_id, suite, target, datetime.now(UTC))
+    finally:
+        store.close()
+
+
 def stored_baselines(loaded: LoadedConfig) -> list[dict[str, Any]]:
     """`ragcanary baseline show` from the database."""
     store = _store(loaded)
@@ -77,11 +91,13 @@ def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json
     from ragcanary.reports.terminal import show
 
     table = Table(title="pinned baselines", title_justify="left")
-    for col in ("suite", "target", "run", "pinned at"):
+    why = any(row.get("reason") for row in rows)
+    for col in ("suite", "target", "run", "pinned at", *(("why",) if why else ())):
         # The run id is what diff --from takes: shown whole, wrapped if need be.
         table.add_column(col, overflow="fold")
     for row in rows:
-        table.add_row(row["suite"], row["target"], row["run_id"], str(row["set_at"]))
+        cells = [row["suite"], row["target"], row["run_id"], str(row["set_at"])]
+        table.add_row(*cells, *((row.get("reason") or "",) if why else ()))
     show(console, table if rows else Text("no baseline pinned yet"))
 
 

@@ -27,6 +27,7 @@ from ragcanary.measure.run_report import (
     Counts,
     EndpointEntry,
     IndexLookup,
+    Maintenance,
     RunClaim,
     RunReport,
     StaleLabelEntry,
@@ -97,6 +98,11 @@ def marshal(report: RunReport) -> JSON:
             "tick": claim.tick,
             "replica": claim.replica,
             "claimed": claim.claimed,
+        }
+    if report.maintenance is not None:
+        data["maintenance"] = {
+            "change_id": report.maintenance.change_id,
+            "kind": report.maintenance.kind,
         }
     if not isinstance(report.stale_labels, Absent):
         data["stale_labels"] = _stale_labels(report.stale_labels)
@@ -275,6 +281,7 @@ def unmarshal(data: Mapping[str, Any], cases: tuple[CaseEntry, ...] | None = Non
         index_lookup=read_index_lookup(data.get("index_lookup")),
         diagnosis=_read_diagnosis(data.get("diagnosis")),
         endpoints=_read_endpoints(data["endpoints"]) if "endpoints" in data else ABSENT,
+        maintenance=_maintenance(data.get("maintenance")),
     )
 
 
@@ -463,6 +470,12 @@ def _claim(data: Any) -> RunClaim | None:
         replica=_text(data.get("replica")),
         claimed=data.get("claimed") is not False,
     )
+
+
+def _maintenance(data: Any) -> Maintenance | None:
+    if not isinstance(data, Mapping) or not isinstance(data.get("change_id"), str):
+        return None
+    return Maintenance(change_id=data["change_id"], kind=_text(data.get("kind")))
 
 
 def read_stale_labels(data: Any) -> tuple[StaleLabelEntry, ...] | None:

@@ -124,6 +124,14 @@ class RunClaim:
 
 
 @dataclass(frozen=True)
+class Maintenance:
+    """The declared change whose window the run was made in (the report's ``maintenance``)."""
+
+    change_id: str
+    kind: str  # reindex | embedding_model | config | deploy | other
+
+
+@dataclass(frozen=True)
 class StaleLabelEntry:
     """A relevant id that went stale (one of the report's ``stale_labels``)."""
 
@@ -186,6 +194,8 @@ class RunReport:
     # A target with endpoints: each by name against the url (ABSENT: it has none, or the
     # report is older than endpoints).
     endpoints: Mapping[str, EndpointEntry] | Absent = ABSENT
+    # Added by the daemon: the change window the run was made in (None: outside any).
+    maintenance: Maintenance | None = None
 
     @property
     def pair(self) -> tuple[str, str]:

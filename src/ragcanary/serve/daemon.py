@@ -54,6 +54,7 @@ from ragcanary.serve.schedule.judging import Judge
 from ragcanary.serve.schedule.live_search import search_now
 from ragcanary.serve.schedule.reloading import Changes, ReloadResult, compare
 from ragcanary.serve.schedule.runlog import log_run
+from ragcanary.serve.schedule.windows import WINDOWS_S, Windows
 from ragcanary.serve.service import OnAnswer
 from ragcanary.serve.stale.index_checks import IndexChecks
 from ragcanary.serve.stale.labels import StaleLabels
@@ -118,6 +119,8 @@ class Daemon:
         )
         self._intake_task: asyncio.Task[None] | None = None
         self.shown = ShownRuns(self.keeper, self.exporter)
+        self.windows = Windows(self.keeper)  # declared changes' maintenance windows
+        self._windows_task: asyncio.Task[None] | None = None
         # What the API and the pages see of this daemon: reads, not its store or exporter.
         self.service = DaemonService(
             loaded=lambda: self.loaded,
@@ -128,6 +131,7 @@ class Daemon:
             next_runs=self.next_runs,
             reload=self.reload,
             search=self.search,
+            windows_changed=self.show_windows,
         )
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
@@ -183,6 +187,8 @@ class Daemon:
             await self.replicas.beat()
             self._replica_task = asyncio.get_running_loop().create_task(self._keep_in_touch())
         self._export_config(self.loaded)
+        await self.show_windows()
+        self._windows_task = asyncio.get_running_loop().create_task(self._keep_windows())
         self.exporter.set_reload_result(True)
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
         self.jobs.schedule_all(self.loaded, self.prune)
@@ -222,6 +228,7 @@ class Daemon:
             self._replica_task,
             self._intake_task,
             self._size_task,
+            self._windows_task,
         )
         for background in background_tasks:
             if background is not None:
@@ -248,6 +255,18 @@ class Daemon:
             if await self.replicas.beat():
                 await self.show_others_runs()
                 await self.rerun_orphans()
+
+    async def _keep_windows(self) -> None:
+        """Read the open change windows again every few seconds: declared through another
+        replica, or closed by their end."""
+        while True:
+            await asyncio.sleep(WINDOWS_S)
+            await self.show_windows()
+
+    async def show_windows(self) -> None:
+        """Read the open change windows and export ``ragcanary_maintenance`` from them."""
+        await self.windows.refresh()
+        self.exporter.set_maintenance(self.windows.held(self.loaded))
 
     async def rerun_orphans(self) -> None:
         """Run again, now, the ticks a dead replica claimed and never stored a run for, so a
@@ -383,6 +402,7 @@ class Daemon:
             key = JobKey.of(job)
             self.jobs.add(key, loaded, triggers[job], now)
         self._export_config(loaded)
+        self.exporter.set_maintenance(self.windows.held(loaded))
         # Nothing below can fail: the new config is in.
         self.intake.configure(intake_settings(loaded))
         if self.replicas is not None:
@@ -471,6 +491,9 @@ class Daemon:
                 claim.job, claim.tick.isoformat(), self.replicas.replica_id, claim.claimed
             )
             report = replace(report, claim=ran)
+        held = await self.windows.of_run(key.target, evaluation.run.started_at)
+        if held is not None:  # a run inside a change window: stored with the change's id
+            report = replace(report, maintenance=held)
         if report.outcome != "unavailable":
             found = await self.stale.find(self.loaded, pair, evaluation.run, baseline, evidence)
             report = replace(report, stale_labels=found.labels, index_lookup=found.lookup)
@@ -478,7 +501,8 @@ class Daemon:
         self.shown.ran(pair, evaluation.run.started_at)
         saved = await self.keeper.save(report)
         self.exporter.set_buffered_runs(self.keeper.pending)
-        if saved and suite_cfg.baseline == "pinned":
+        # A change never pins a baseline: a run inside its window is no first healthy run.
+        if saved and suite_cfg.baseline == "pinned" and report.maintenance is None:
             await self.keeper.pin_first_healthy(pair, report)
         log_run(report)
         return report

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
@@ -23,6 +23,8 @@ from ragcanary.serve.service import (
 )
 from ragcanary.store import overview
 from ragcanary.store.candidates import CandidateStore
+from ragcanary.store.change_records import Change, ChangeRequest
+from ragcanary.store.changes import ChangeStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
@@ -47,6 +49,7 @@ class DaemonService:
         next_runs: Callable[[], list[Row]],
         reload: Callable[[], Awaitable[ReloadResult]],
         search: Callable[[str, list[str], int, OnAnswer], Awaitable[None]],
+        windows_changed: Callable[[], Awaitable[None]],
     ) -> None:
         self._loaded = loaded
         self._keeper = keeper
@@ -56,6 +59,7 @@ class DaemonService:
         self._next_runs = next_runs
         self._reload = reload
         self._search = search
+        self._windows_changed = windows_changed
 
     @property
     def _store(self) -> Store:
@@ -216,3 +220,17 @@ class DaemonService:
 
     def candidate(self, candidate_id: int) -> Row | None:
         return CandidateStore(self._store).get(candidate_id)
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def record_change(self, request: ChangeRequest) -> Change:
+        return ChangeStore(self._store).start(request, datetime.now(UTC))
+
+    def finish_change(self, change_id: str) -> Change | None:
+        return ChangeStore(self._store).finish(change_id, datetime.now(UTC))
+
+    def changes(self, limit: int) -> list[Change]:
+        return ChangeStore(self._store).recent(limit)
+
+    async def windows_changed(self) -> None:
+        await self._windows_changed()

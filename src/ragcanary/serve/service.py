@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 from ragcanary.measure.results import Answer
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.serve.schedule.reloading import ReloadResult
+from ragcanary.store.change_records import Change, ChangeRequest
 from ragcanary.suites.loaded import LoadedConfig
 
 OnAnswer = Callable[[int, Answer], None]  # a live search's answer to the query at that index
@@ -235,4 +236,23 @@ class Service(Protocol):
 
     def candidate(self, candidate_id: int) -> Row | None:
         """One candidate, whatever its status, with its kept reports."""
+        ...
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def record_change(self, request: ChangeRequest) -> Change:
+        """Record a change whose window opens now."""
+        ...
+
+    def finish_change(self, change_id: str) -> Change | None:
+        """End the window of ``change_id`` now (one already closed stays); None: no such change."""
+        ...
+
+    def changes(self, limit: int) -> list[Change]:
+        """The newest changes first."""
+        ...
+
+    async def windows_changed(self) -> None:
+        """Read the open windows again and export them (after a change was recorded or
+        finished), so ``/metrics`` says so at once."""
         ...

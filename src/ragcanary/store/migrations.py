@@ -35,8 +35,10 @@ from ragcanary.store.schema import (
     OUTCOME_LENGTH,
     UTCDateTime,
     answers,
+    baselines,
     candidates,
     cases,
+    changes,
     claims,
     metadata,
     rankings,
@@ -253,6 +255,12 @@ def _fill_digest_buckets(conn: Connection) -> None:
         conn.execute(text(f"ALTER INDEX {table.name}_digest SET (fillfactor = 100)"))
 
 
+def _add_changes(conn: Connection) -> None:
+    """Version 8 -> 9: the changes table, empty, and why each baseline was pinned."""
+    changes.create(conn)
+    conn.execute(text(f"ALTER TABLE {baselines.name} ADD COLUMN reason TEXT"))
+
+
 UPGRADES: Mapping[int, Upgrade] = {
     1: _add_points,
     2: _add_vectors,
@@ -261,6 +269,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     5: _add_verdicts,
     6: _share_rankings,
     7: _fill_digest_buckets,
+    8: _add_changes,
 }
 
 

@@ -194,6 +194,7 @@ baselines = Table(
     Column("target", String(NAME_LENGTH), primary_key=True),
     Column("run_id", String(NAME_LENGTH), ForeignKey("runs.run_id"), nullable=False),
     Column("set_at", UTCDateTime(), nullable=False),
+    Column("reason", Text),  # why it was pinned, when a person said (baseline accept --change)
 )
 
 # Replicas of `ragcanary serve` on one PostgreSQL database (serve/replicas/): each writes
@@ -237,6 +238,21 @@ candidates = Table(
     Column("last_at", UTCDateTime(), nullable=False),
     Column("outcome", Text),  # the dismissal's reason, or the suite and case it became
     Index("candidates_status_last", "status", "last_at"),
+)
+
+# Declared changes (POST /api/v1/changes, `ragcanary change start`) and their maintenance
+# windows: open from started_at until finished_at or ends_at, whichever is first.
+changes = Table(
+    "changes",
+    metadata,
+    Column("change_id", String(NAME_LENGTH), primary_key=True),
+    Column("kind", String(OUTCOME_LENGTH), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("targets", _json(), nullable=False),  # the target names it touches
+    Column("started_at", UTCDateTime(), nullable=False),
+    Column("ends_at", UTCDateTime(), nullable=False),
+    Column("finished_at", UTCDateTime()),
+    Index("changes_ends_at", "ends_at"),
 )
 
 # One row per version the database was created at or upgraded to; the highest is current.

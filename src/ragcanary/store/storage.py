@@ -243,8 +243,9 @@ class Store(ClaimsMixin):
             found = summarised(conn, conn.execute(query).all())
         return found[0] if found else None
 
-    def set_baseline(self, suite: str, target: str, run_id: str) -> None:
-        """Pin ``run_id`` as the baseline of ``suite`` on ``target``, replacing any earlier one."""
+    def set_baseline(self, suite: str, target: str, run_id: str, reason: str | None = None) -> None:
+        """Pin ``run_id`` as the baseline of ``suite`` on ``target``, replacing any earlier one;
+        ``reason`` says why (kept with it; None when nobody said)."""
         with self._write() as conn:
             run = conn.execute(
                 select(runs.c.suite, runs.c.target).where(runs.c.run_id == run_id)
@@ -257,13 +258,19 @@ class Store(ClaimsMixin):
                     f"not {suite!r} on {target!r}; pick a run of that suite and target"
                 )
             insert = insert_for(conn)
-            row = {"suite": suite, "target": target, "run_id": run_id, "set_at": self._clock()}
+            row = {
+                "suite": suite,
+                "target": target,
+                "run_id": run_id,
+                "set_at": self._clock(),
+                "reason": reason,
+            }
             conn.execute(
                 insert(baselines_table)
                 .values(row)
                 .on_conflict_do_update(
                     index_elements=["suite", "target"],
-                    set_={"run_id": run_id, "set_at": row["set_at"]},
+                    set_={"run_id": run_id, "set_at": row["set_at"], "reason": reason},
                 )
             )
 
@@ -277,7 +284,7 @@ class Store(ClaimsMixin):
             ).scalar_one_or_none()
 
     def baselines(self) -> list[dict[str, Any]]:
-        """Every pinned baseline: suite, target, run_id, set_at (aware UTC)."""
+        """Every pinned baseline: suite, target, run_id, set_at (aware UTC), reason."""
         query = select(baselines_table).order_by(baselines_table.c.suite, baselines_table.c.target)
         with self._read() as conn:
             return [dict(row._mapping) for row in conn.execute(query)]

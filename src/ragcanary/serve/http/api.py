@@ -23,6 +23,7 @@ from ragcanary.errors import UsageError
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import RunReport
 from ragcanary.reports.diff import ForeignRun
+from ragcanary.serve.http.change_routes import add_change_routes
 from ragcanary.serve.http.guard import Guard
 from ragcanary.serve.http.hosts import Hosts
 from ragcanary.serve.http.ui.pages import add_pages
@@ -50,7 +51,9 @@ _ERRORS = {
     403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
     413: "the request body is over 1 MB",
     429: "too many failure reports from this client; Retry-After says when to try again",
-    404: "no such run, case, or nothing stored yet to answer with",
+    404: "no such run, case, change or target, or nothing stored yet to answer with",
+    409: "a change window over 24h without max: true",
+    422: "a field of the body is wrong: `field` names it, `detail` says what to write",
     503: "storage is unreachable",
 }
 
@@ -262,5 +265,6 @@ def create_app(service: Service) -> FastAPI:
         rows = await storage(service.candidates, status, signal, start)
         return {"candidates": rows}
 
+    add_change_routes(app, service, storage, _errors(400, 401, 403, 404, 409, 413, 422, 503))
     add_pages(app, service)
     return app

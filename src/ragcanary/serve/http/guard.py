@@ -31,10 +31,15 @@ BAD_INGEST = "missing or wrong token: send Authorization: Bearer <RAGCANARY_INGE
 
 def is_admin_route(method: str, path: str) -> bool:
     """Routes that change the daemon or read what users asked: reloading the config, pinning
-    baselines, and the list of failure reports."""
+    baselines, recording and finishing changes, and the list of failure reports."""
     if path.rstrip("/") == "/api/v1/candidates":
         return method != "POST"
-    return method == "POST" and (path == "/-/reload" or path.startswith("/api/v1/baselines/"))
+    return method == "POST" and (
+        path == "/-/reload"
+        or path.startswith("/api/v1/baselines/")
+        or path.rstrip("/") == "/api/v1/changes"
+        or path.startswith("/api/v1/changes/")
+    )
 
 
 def is_ingest_route(method: str, path: str) -> bool:

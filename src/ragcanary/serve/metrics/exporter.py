@@ -99,6 +99,7 @@ class Exporter:
         self._p = ProcessFamilies(self._base, version)
         self._info: dict[Gauge, str | None] = {}  # the URL each info gauge shows
         self._storage_measured = False
+        self._maintenance: frozenset[Pair] = frozenset()  # pairs inside a change window
 
     def load(
         self,
@@ -142,6 +143,8 @@ class Exporter:
                 self._child(self._f.diagnosis, pair, cause)
             self._child(self._f.query_duration, pair)
             self._child(self._f.run_duration, pair)
+            held = self._child(self._f.maintenance, pair)
+            held.set(1 if pair in self._maintenance else 0)
             if spec.per_case_metrics:
                 self._child(self._f.case_dropped, pair).set(dropped)
             else:
@@ -233,6 +236,16 @@ class Exporter:
         """Count a scheduled run skipped because the previous one of its job still ran."""
         if (suite, target) in self._layouts:
             self._child(self._f.skipped, (suite, target)).inc()
+
+    def set_maintenance(self, pairs: Iterable[Pair]) -> None:
+        """``ragcanary_maintenance``: 1 for ``pairs`` (inside a change window), 0 for the others."""
+        held = frozenset(pairs)
+        if held == self._maintenance:
+            return  # unchanged: no pair's text rendered again
+        for pair in self._layouts:
+            if (pair in held) != (pair in self._maintenance):
+                self._child(self._f.maintenance, pair).set(1 if pair in held else 0)
+        self._maintenance = held
 
     def set_buffered_runs(self, runs: int) -> None:
         """Record how many runs wait for storage."""

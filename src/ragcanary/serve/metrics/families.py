@@ -143,6 +143,11 @@ class PairFamilies:
             " in the last answered run (targets with endpoints:).",
             "endpoint",
         )
+        self.maintenance = self._gauge(
+            "maintenance",
+            "1 while a declared change's window is open for the pair's target (its alerts are"
+            " held), 0 otherwise.",
+        )
         self.interval = self._gauge(
             "interval_seconds", "The schedule's interval between runs (cron: the median gap)."
         )

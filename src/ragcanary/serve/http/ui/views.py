@@ -19,6 +19,7 @@ from ragcanary.reports.report import failure_kinds, reason_lines
 from ragcanary.serve.http.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.http.ui import fleet as fleetpage
 from ragcanary.serve.schedule.jobs import interval_seconds
+from ragcanary.store.change_records import Change
 from ragcanary.store.errors import AmbiguousRun, UnknownRun
 
 if TYPE_CHECKING:
@@ -107,7 +108,21 @@ def fleet(service: Service, memos: Memos, suite: str | None, target: str | None)
         "any_embedding": any(r.embedding_drift is not None for r in ordered),
         "filtered": suite is not None or target is not None,
         "now": now,
+        **_changes(service, now),
     }
+
+
+CHANGES_SHOWN = 10  # the fleet page's newest declared changes
+
+
+def _changes(service: Service, now: datetime) -> dict[str, Any]:
+    """The newest declared changes, and the open window of each target that has one."""
+    changes = service.changes(CHANGES_SHOWN)
+    held: dict[str, Change] = {}
+    for change in sorted(changes, key=lambda c: c.started_at):
+        if change.open_at(now):
+            held.update(dict.fromkeys(change.targets, change))
+    return {"changes": changes, "held": held}
 
 
 def _newest_ids(
