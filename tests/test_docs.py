@@ -28,6 +28,7 @@ from prometheus_client import generate_latest
 
 from ragcanary.cli.app import app as cli_app
 from ragcanary.measure.diagnosis import CauseEvidence, Checked, Diagnosis
+from ragcanary.measure.fingerprint import Fingerprint
 from ragcanary.measure.lost_ids import AnnRecall, LostId
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import (
@@ -304,6 +305,7 @@ DATA_KEYS = {
     "cases[].metrics": "METRIC",
     "endpoints": "NAME",
     "endpoints.NAME.unanswered": "OUTCOME",
+    "fingerprint.index_settings": "SETTING",
 }
 
 
@@ -382,6 +384,7 @@ REPORT_CLASSES: dict[str, type] = {
     "diagnosis.checked.": Checked,
     "diagnosis.ann_recall.": AnnRecall,
     "cases[].vs_baseline.lost[].": LostId,
+    "fingerprint.": Fingerprint,
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.probe.presets import make_target
+from ragcanary.probe.retries import QueryFailed
 
 pytestmark = pytest.mark.anyio
 VECTOR = [0.5, -0.25, 0.125]
@@ -249,3 +250,25 @@ async def test_an_id_read_from_elsewhere_in_the_point_cannot_be_looked_up() -> N
     async with client:
         assert await target.missing(["7"]) is None
     assert seen == []
+
+
+async def test_the_index_state_is_the_exact_count_and_the_hnsw_settings() -> None:
+    """For the run's fingerprint: ``points/count`` with ``exact``, and the info's HNSW config."""
+    info = _info({"size": 3, "distance": "Cosine"})
+    info["result"]["config"]["hnsw_config"] = {"m": 16, "ef_construct": 100, "on_disk": False}
+    counted = httpx.Response(200, json={"result": {"count": 2970}, "status": "ok"})
+    target, client, seen = _target(httpx.Response(200, json=info), counted)
+    async with client:
+        state = await target.index_state()
+    assert state.documents == 2970
+    assert state.settings == {"hnsw.ef_construct": 100, "hnsw.m": 16, "hnsw.on_disk": False}
+    assert ("POST", "/collections/docs/points/count", {"exact": True}) in seen
+    assert target.last_request is None  # the canary's request stays the one shown
+
+
+async def test_a_count_that_is_not_one_raises_for_the_caller_to_log() -> None:
+    info = httpx.Response(200, json=_info({"size": 3, "distance": "Cosine"}))
+    target, client, _ = _target(info, httpx.Response(200, json={"result": {"count": "many"}}))
+    async with client:
+        with pytest.raises(QueryFailed, match="not a number"):
+            await target.index_state()

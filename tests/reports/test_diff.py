@@ -274,3 +274,56 @@ def test_a_report_without_lost_ids_adds_no_why(lost: list[Any] | None) -> None:
     after = _report("r2", [entry], 0.0, baseline=_vs("r1"))
     (case,) = diff_reports(before, after)["cases"]
     assert case["left"] == [{"id": "x", "rank": 1, "score": 0.9}]
+
+
+# --- fingerprints: what the two runs were made with -----------------------------------------
+
+
+def _fingerprint(model: str, documents: int | None) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "config_hash": "3f9a1c0e7b21",
+        "suite_hash": "a04c5e11d9b0",
+        "target_hash": "6de2f0a9c113",
+        "embedding_model": model,
+        "embedding_dimensions": 384,
+    }
+    if documents is not None:
+        found["documents"] = documents
+    return found
+
+
+def test_what_the_runs_were_made_with_is_printed_before_anything_else() -> None:
+    cases = [_case("lost", ["x", "y"], [0.9, 0.8], 1.0)]
+    worse = [_case("lost", ["y", "z"], [0.7, 0.6], 0.0)]
+    diagnosis = {"cause": "index_lost", "summary": "1 judged document left the index: x"}
+    before = _report("r1", cases, 1.0, fingerprint=_fingerprint("all-MiniLM-L6-v2", 3086))
+    after = _report(
+        "r2", worse, 0.0, fingerprint=_fingerprint("bge-small", 2970), diagnosis=diagnosis
+    )
+    diff = diff_reports(before, after)
+    assert diff["fingerprint_changes"] == [
+        {
+            "field": "embedding_model",
+            "from": "all-MiniLM-L6-v2",
+            "to": "bge-small",
+            "text": "embedding model all-MiniLM-L6-v2 → bge-small",
+        },
+        {"field": "documents", "from": 3086, "to": 2970, "text": "documents 3,086 → 2,970 (-116)"},
+    ]
+    assert diff["from"]["fingerprint"]["documents"] == 3086
+    lines = [line.strip() for line in _rendered(diff).splitlines() if line.strip()]
+    assert lines[1:4] == [
+        "changed: embedding model all-MiniLM-L6-v2 → bge-small",
+        "changed: documents 3,086 → 2,970 (-116)",
+        "cause index_lost: 1 judged document left the index: x",
+    ]
+
+
+def test_runs_stored_before_fingerprints_print_no_change() -> None:
+    cases = [_case("same", ["a"], [0.9], 1.0)]
+    before = _report("r1", cases, 1.0)
+    after = _report("r2", cases, 1.0, fingerprint=_fingerprint("bge-small", None))
+    diff = diff_reports(before, after)
+    assert diff["fingerprint_changes"] == []
+    assert diff["from"]["fingerprint"] is None
+    assert "changed:" not in _rendered(diff)

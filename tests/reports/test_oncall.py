@@ -226,6 +226,7 @@ def test_diff_json_has_runs_metrics_and_cases(stored: Stored) -> None:
         "unchanged",
         "added",
         "removed",
+        "fingerprint_changes",
     }
     assert (diff["from"]["run_id"], diff["to"]["run_id"]) == (stored.first, stored.dropped)
     assert diff["metrics"]["recall@3"] == {"from": 1.0, "to": 0.75, "delta": -0.25}

@@ -22,6 +22,7 @@ from version6 import write_version6
 
 from ragcanary.config.model import SuiteConfig
 from ragcanary.measure.evaluation import evaluate
+from ragcanary.measure.fingerprint import Fingerprint
 from ragcanary.measure.report_json import marshal, unmarshal, unmarshal_case
 from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.run_report import (
@@ -34,6 +35,7 @@ from ragcanary.measure.run_report import (
 from ragcanary.store import migrations
 from ragcanary.store.engine import make_engine
 from ragcanary.store.errors import StorageError, StorageUnavailable
+from ragcanary.store.overview import run_heads
 from ragcanary.store.pruning import delete_runs, delete_values, find_unreferenced
 from ragcanary.store.rows_v6 import case_row, decode_ids, encode_ids
 from ragcanary.store.schema import rankings, run_parts, runs
@@ -163,6 +165,30 @@ def test_saved_report_reads_back_equal_with_keys_in_order(store: Store) -> None:
     assert got == report
     assert got is not None
     assert ordered(marshal(got)) == ordered(marshal(report))
+
+
+def test_a_fingerprint_reads_back_with_the_report_and_its_head(store: Store) -> None:
+    """The fingerprint is part of the run's head (``runs.report``): the full report and the
+    heads the pages and `baseline show` read both give it back, untold values left out."""
+    fingerprint = Fingerprint(
+        "3f9a1c0e7b21", "a04c5e11d9b0", "6de2f0a9c113", "bge-small", 384, 2970,
+        {"hnsw.ef_search": 100, "hnsw.space": "cosine"},
+    )  # fmt: skip
+    report = dataclasses.replace(evaluated_report(), fingerprint=fingerprint)
+    untold = dataclasses.replace(
+        make_report("r2", NOW + timedelta(minutes=5)),
+        fingerprint=Fingerprint("3f9a1c0e7b21", "a04c5e11d9b0", "6de2f0a9c113"),
+    )
+    store.save_run(report)
+    store.save_run(untold)
+    got = store.get_report("current")
+    assert got == report
+    assert got is not None
+    assert ordered(marshal(got)) == ordered(marshal(report))
+    heads = run_heads(store, ["current", "r2"])
+    assert heads["current"].fingerprint == fingerprint
+    assert heads["r2"].fingerprint == untold.fingerprint
+    assert store.get_report("r2") == untold
 
 
 def test_a_ranking_equal_to_an_earlier_runs_is_stored_once(store: Store, store_url: str) -> None:

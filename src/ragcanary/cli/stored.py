@@ -76,10 +76,16 @@ def accept_after_change(loaded: LoadedConfig, suite: str, target: str, change_id
 
 
 def stored_baselines(loaded: LoadedConfig) -> list[dict[str, Any]]:
-    """`ragcanary baseline show` from the database."""
+    """`ragcanary baseline show` from the database, each with what of the config changed
+    since it was measured (``config_changes``)."""
+    from ragcanary.reports.pinned_config import flag_baselines
+    from ragcanary.store import overview
+
     store = _store(loaded)
     try:
-        return store.baselines()
+        rows = store.baselines()
+        heads = overview.run_heads(store, [str(r["run_id"]) for r in rows])
+        return flag_baselines(loaded, rows, heads)
     finally:
         store.close()
 
@@ -92,13 +98,24 @@ def print_baselines(rows: Sequence[Mapping[str, Any]], console: Console, as_json
 
     table = Table(title="pinned baselines", title_justify="left")
     why = any(row.get("reason") for row in rows)
-    for col in ("suite", "target", "run", "pinned at", *(("why",) if why else ())):
+    for col in ("suite", "target", "run", "pinned at", *(("why",) if why else ()), "config since"):
         # The run id is what diff --from takes: shown whole, wrapped if need be.
         table.add_column(col, overflow="fold")
     for row in rows:
         cells = [row["suite"], row["target"], row["run_id"], str(row["set_at"])]
-        table.add_row(*cells, *((row.get("reason") or "",) if why else ()))
+        table.add_row(*cells, *((row.get("reason") or "",) if why else ()), _since_pinned(row))
     show(console, table if rows else Text("no baseline pinned yet"))
+
+
+def _since_pinned(row: Mapping[str, Any]) -> Text:
+    """What of the config changed since the baseline was measured; "unknown" for a run older
+    than fingerprints (or a daemon older than them, with --url)."""
+    changes = row.get("config_changes")
+    if changes is None:
+        return Text("unknown", style="dim")
+    if not changes:
+        return Text("unchanged")
+    return Text("CHANGED: " + "; ".join(c["text"] for c in changes), style="bold yellow")
 
 
 def stored_diff(

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, get_args
 
 from ragcanary.measure.diagnosis import CAUSES, Cause, CauseEvidence, Checked, Diagnosis
+from ragcanary.measure.fingerprint import Fingerprint, Setting
 from ragcanary.measure.lost_ids import AnnRecall, LostId, Why
 from ragcanary.measure.run_report import (
     ABSENT,
@@ -88,6 +89,8 @@ def marshal(report: RunReport) -> JSON:
         ],
         "counts": _write_counts(report.counts),
     }
+    if report.fingerprint is not None:  # left out of reports older than fingerprints
+        data["fingerprint"] = marshal_fingerprint(report.fingerprint)
     if not isinstance(report.endpoints, Absent):  # left out when the target has none
         data["endpoints"] = {name: _endpoint(entry) for name, entry in report.endpoints.items()}
     # The daemon's keys, before the cases: where a stored report has always had them.
@@ -197,6 +200,25 @@ def _endpoint(entry: EndpointEntry) -> JSON:
     }
 
 
+def marshal_fingerprint(fingerprint: Fingerprint) -> JSON:
+    """A fingerprint as the report's ``fingerprint`` object (a diff shows both runs').
+
+    ``documents`` and ``index_settings`` are left out when the index did not tell them.
+    """
+    data: JSON = {
+        "config_hash": fingerprint.config_hash,
+        "suite_hash": fingerprint.suite_hash,
+        "target_hash": fingerprint.target_hash,
+        "embedding_model": fingerprint.embedding_model,
+        "embedding_dimensions": fingerprint.embedding_dimensions,
+    }
+    if fingerprint.documents is not None:
+        data["documents"] = fingerprint.documents
+    if fingerprint.index_settings is not None:
+        data["index_settings"] = dict(fingerprint.index_settings)
+    return data
+
+
 def marshal_diagnosis(diagnosis: Diagnosis) -> JSON:
     """A diagnosis as the report's ``diagnosis`` object (the gate's report holds one too)."""
     return _diagnosis(diagnosis)
@@ -282,6 +304,7 @@ def unmarshal(data: Mapping[str, Any], cases: tuple[CaseEntry, ...] | None = Non
         diagnosis=_read_diagnosis(data.get("diagnosis")),
         endpoints=_read_endpoints(data["endpoints"]) if "endpoints" in data else ABSENT,
         maintenance=_maintenance(data.get("maintenance")),
+        fingerprint=unmarshal_fingerprint(data.get("fingerprint")),
     )
 
 
@@ -322,6 +345,32 @@ def unmarshal_case(data: Mapping[str, Any]) -> CaseEntry:
         ),
         query_vector=vector if isinstance(vector, str) else None,
     )
+
+
+def unmarshal_fingerprint(data: Any) -> Fingerprint | None:
+    """A report's ``fingerprint`` from its JSON (None: the report has none)."""
+    if not isinstance(data, Mapping):
+        return None
+    model = data.get("embedding_model")
+    settings = data.get("index_settings")
+    return Fingerprint(
+        config_hash=_text(data.get("config_hash")),
+        suite_hash=_text(data.get("suite_hash")),
+        target_hash=_text(data.get("target_hash")),
+        embedding_model=None if model is None else _text(model),
+        embedding_dimensions=_count(data.get("embedding_dimensions")),
+        documents=_count(data.get("documents")),
+        index_settings=(
+            {str(k): v for k, v in settings.items() if _setting(v)}
+            if isinstance(settings, Mapping)
+            else None
+        ),
+    )
+
+
+def _setting(value: Any) -> bool:
+    """A value an index setting may hold: text, a number or a boolean."""
+    return isinstance(value, Setting)
 
 
 def _read_diagnosis(data: Any) -> Diagnosis | None:

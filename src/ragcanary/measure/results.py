@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Literal, get_args
 
 from ragcanary.measure.cases import Case
+from ragcanary.measure.fingerprint import Fingerprint
 
 Outcome = Literal[
     "ok",
@@ -83,6 +84,9 @@ class RunResult:
     started_at: datetime
     duration_s: float
     results: tuple[CaseResult, ...]
+    # What the run was made with (config hashes, embedding model, the index's count); None
+    # for a run rebuilt from a report (a baseline) or made without a config.
+    fingerprint: Fingerprint | None = None
 
     @property
     def coverage(self) -> float:

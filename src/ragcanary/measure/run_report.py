@@ -30,6 +30,7 @@ from ragcanary.measure.cases import Suite
 from ragcanary.measure.diagnosis import Diagnosis
 from ragcanary.measure.endpoints import EndpointComparison
 from ragcanary.measure.evaluation import Evaluation
+from ragcanary.measure.fingerprint import Fingerprint
 from ragcanary.measure.lost_ids import LostId
 from ragcanary.measure.results import ANSWERED, OUTCOMES, Answer, CaseResult, Outcome, RunResult
 from ragcanary.measure.vector_text import decode_vector, encode_vector
@@ -196,6 +197,8 @@ class RunReport:
     endpoints: Mapping[str, EndpointEntry] | Absent = ABSENT
     # Added by the daemon: the change window the run was made in (None: outside any).
     maintenance: Maintenance | None = None
+    # What the run was made with (None: a report older than fingerprints).
+    fingerprint: Fingerprint | None = None
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -296,6 +299,7 @@ def build_report(evaluation: Evaluation) -> RunReport:
         cases=tuple(_case_entry(r, evaluation) for r in run.results),
         diagnosis=evaluation.diagnosis,
         endpoints=_endpoints(evaluation.endpoints) if evaluation.endpoints else ABSENT,
+        fingerprint=run.fingerprint,
     )
 
 

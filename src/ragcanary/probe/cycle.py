@@ -13,6 +13,7 @@ from ragcanary.probe.embedding import open_embedder
 from ragcanary.probe.endpoints import ask_endpoints
 from ragcanary.probe.evidence import index_evidence
 from ragcanary.probe.presets import PresetTarget, make_target
+from ragcanary.probe.run_fingerprint import with_fingerprint
 from ragcanary.probe.runner import Embed, TargetGate, run_suite
 from ragcanary.redact import Redactor
 from ragcanary.suites.judge import judge_run
@@ -73,7 +74,7 @@ async def _probe(
 ) -> RunResult:
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
-    return await run_suite(
+    run = await run_suite(
         suite_name,
         loaded.suites[suite_name],
         target,
@@ -85,6 +86,7 @@ async def _probe(
         run_id=run_id,
         embed=embed,
     )
+    return await with_fingerprint(loaded, suite_name, target_name, target, run)
 
 
 async def open_target(

@@ -24,6 +24,7 @@ from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.lookup import resolve_lookup
 from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
+from ragcanary.measure.fingerprint import IndexState
 from ragcanary.measure.results import Answer, Outcome, PathField, PathMiss
 from ragcanary.probe.responses import (
     ACCEPT_ENCODING,
@@ -218,6 +219,20 @@ class HttpTarget:
     async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
         """A preset's exact scores of ``ids``; may raise ``QueryFailed``. None: cannot tell."""
         return None
+
+    async def index_state(self) -> IndexState:
+        """What the index says of itself in one cheap call (its record count, its search
+        settings), for the run's fingerprint; empty when this target cannot tell. May raise
+        ``QueryFailed``; the canary's request stays the one shown."""
+        sent = self.last_request
+        try:
+            return await self._index_state()
+        finally:
+            self.last_request = sent
+
+    async def _index_state(self) -> IndexState:
+        """A preset's count and settings; the generic target cannot tell."""
+        return IndexState()
 
     async def _fetch_json(self, url: str) -> Any:
         """GET ``url`` and its JSON (a preset's look-up); raises ``QueryFailed`` for every

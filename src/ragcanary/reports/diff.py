@@ -8,6 +8,8 @@ from typing import Any
 
 from ragcanary.errors import UsageError
 from ragcanary.measure.comparison import compare_lists
+from ragcanary.measure.fingerprint import fingerprint_changes
+from ragcanary.measure.report_json import marshal_fingerprint
 from ragcanary.measure.run_report import ABSENT, Absent, CaseEntry, Numbers, RunReport
 from ragcanary.measure.vectors import CHANGED_BELOW, cosine
 from ragcanary.reports.report import reason_lines
@@ -153,6 +155,10 @@ def run_summary(report: RunReport) -> dict[str, Any]:
             if report.diagnosis is not None
             else None
         ),
+        # What the run was made with (docs/report.md, "fingerprint"); None: older than it.
+        "fingerprint": (
+            marshal_fingerprint(report.fingerprint) if report.fingerprint is not None else None
+        ),
     }
 
 
@@ -212,6 +218,12 @@ def diff_reports(
     return {
         "suite": after.suite,
         "target": after.target,
+        # What the two runs were made with that differs, shown before anything else: a new
+        # embedding model or a smaller index explains the rest of the diff.
+        "fingerprint_changes": [
+            {"field": c.field, "from": c.before, "to": c.after, "text": c.text}
+            for c in fingerprint_changes(before.fingerprint, after.fingerprint)
+        ],
         "from": run_summary(before),
         "to": run_summary(after),
         "outage": outage,

@@ -145,6 +145,9 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
     """`ragcanary diff`: what moved between two runs, worst cases first."""
     head = Text.assemble((f"{diff['suite']} on {diff['target']}", "bold"))
     parts: list[RenderableType] = [head]
+    # What the runs were made with that differs, first: it explains what follows.
+    for change in diff.get("fingerprint_changes") or ():
+        parts.append(Text(f"changed: {change['text']}", style="bold yellow"))
     diagnosis = diff["to"].get("diagnosis")
     if diagnosis:  # which layer broke in the newer run, before anything else
         parts.append(Text(f"cause {diagnosis['cause']}: {diagnosis['summary']}", style="bold"))

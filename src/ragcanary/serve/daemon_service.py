@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from ragcanary.errors import UsageError
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.reports.oncall import case_history, diff_runs, relevant_ids, run_diff
+from ragcanary.reports.pinned_config import flag_baselines
 from ragcanary.serve.intake.queue import Intake
 from ragcanary.serve.metrics.exporter import Exporter
 from ragcanary.serve.replicas.heartbeats import Replicas
@@ -162,7 +163,9 @@ class DaemonService:
         return overview.newest_runs(self._store, pairs, answered=answered)
 
     def baselines(self) -> list[Row]:
-        return self._store.baselines()
+        rows = self._store.baselines()
+        heads = overview.run_heads(self._store, [str(r["run_id"]) for r in rows])
+        return flag_baselines(self.loaded, rows, heads)
 
     def baseline(self, suite: str, target: str) -> str | None:
         return self._store.get_baseline(suite, target)

@@ -179,7 +179,8 @@ class Service(Protocol):
         ...
 
     def baselines(self) -> list[Row]:
-        """Every pinned baseline: suite, target, run_id, set_at."""
+        """Every pinned baseline: suite, target, run_id, set_at, and config_changes: what of
+        the config changed since it was measured (``reports.pinned_config``)."""
         ...
 
     def baseline(self, suite: str, target: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 import httpx
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.fingerprint import IndexState
 from ragcanary.probe.presets.chroma import ChromaTarget
 from ragcanary.probe.presets.milvus import MilvusTarget
 from ragcanary.probe.presets.pinecone import PineconeTarget
@@ -50,6 +51,11 @@ class PresetTarget(Target, Protocol):
         """Each held id's exact score for ``vector`` as the target's search scores it (an id
         with several chunks: its best); ids not held are left out; None when this target
         cannot tell. Never raises."""
+        ...
+
+    async def index_state(self) -> IndexState:
+        """What the index says of itself cheaply: its record count and search settings, each
+        None when this target cannot tell. May raise ``QueryFailed`` (or anything else)."""
         ...
 
     async def aclose(self) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.fingerprint import IndexState, Setting
 from ragcanary.probe.presets.collection import CollectionTarget
 from ragcanary.probe.presets.lookup import (
     MAX_PAGES,
@@ -48,6 +49,7 @@ class ChromaTarget(CollectionTarget):
         super()._setup(config)
         self._results = _hits
         self._space: str | None = None  # the collection's distance, from its lookup
+        self._settings: dict[str, Setting] = {}  # its index's settings, from its lookup
         self._collections_url = (
             f"{config.url.rstrip('/')}/api/v2/tenants/{quote(config.tenant, safe='')}"
             f"/databases/{quote(config.database, safe='')}/collections"
@@ -62,6 +64,7 @@ class ChromaTarget(CollectionTarget):
         if not isinstance(collection_id, str) or not collection_id:
             raise QueryFailed("bad_response", "the collection lookup has no id")
         self._space = _space(found)
+        self._settings = _index_settings(found)
         return collection_id
 
     async def _list_names(self) -> list[str]:
@@ -75,6 +78,15 @@ class ChromaTarget(CollectionTarget):
             "include": ["distances", "metadatas"],
         }
         return self._post(f"{self._collections_url}/{self._found}/query", body)
+
+    async def _index_state(self) -> IndexState:
+        """``GET .../collections/{id}/count``: how many records (chunks) the collection holds,
+        and its index's settings as its lookup gave them."""
+        url = f"{self._collections_url}/{await self._look_up_once()}/count"
+        count = await self._fetch_json(url)
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise QueryFailed("bad_response", f"chroma's count is not a number: {count!r}")
+        return IndexState(count, dict(self._settings) or None)
 
     async def _missing(self, ids: list[str]) -> set[str] | None:
         """``POST .../collections/{id}/get`` by ``ids``, or with a ``where`` on the metadata."""
@@ -151,6 +163,21 @@ def _space(collection: Any) -> str:
     metadata = collection.get("metadata") or {}
     space = metadata.get("hnsw:space") if isinstance(metadata, dict) else None
     return space if isinstance(space, str) else "l2"
+
+
+def _index_settings(collection: Any) -> dict[str, Setting]:
+    """The scalar settings of a collection's index (``hnsw.ef_search``, ``spann.…``)."""
+    configuration = collection.get("configuration_json") or {}
+    found: dict[str, Setting] = {}
+    for index in ("hnsw", "spann"):
+        settings = configuration.get(index) if isinstance(configuration, dict) else None
+        if isinstance(settings, dict):
+            found |= {
+                f"{index}.{key}": value
+                for key, value in sorted(settings.items())
+                if isinstance(value, str | int | float | bool)
+            }
+    return found
 
 
 def _hits(document: Any) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from sqlalchemy import exc as sa_exc
 
 from ragcanary.config.sql import DSN_EXAMPLE
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.fingerprint import IndexState
 from ragcanary.measure.results import Answer
 from ragcanary.probe.presets import pgvector_sql as sql
 from ragcanary.probe.presets.lookup import BATCH
@@ -165,6 +166,12 @@ class PgvectorTarget:
         except Exception:  # a lookup that failed, or a bug in one, says nothing of the ranking
             return None
         return found
+
+    async def index_state(self) -> IndexState:
+        """Nothing: ``count(*)`` reads the whole table (minutes on a large one) and
+        ``pg_class.reltuples`` is an estimate that moves whenever autovacuum runs, so a
+        fingerprint holding either would report changes nobody made (docs/report.md)."""
+        return IndexState()
 
     async def _search_once(self, vector: list[float], k: int) -> _Ranked:
         """One query; raises ``QueryFailed`` for every kind of failure."""

@@ -16,6 +16,7 @@ from urllib.parse import quote
 import httpx
 
 from ragcanary.config.target import TargetConfig
+from ragcanary.measure.fingerprint import IndexState
 from ragcanary.probe.presets.collection import CollectionTarget
 from ragcanary.probe.presets.lookup import (
     BATCH,
@@ -85,6 +86,35 @@ class QdrantTarget(CollectionTarget):
                 f"{kind}; set score_order: {implied} on the target",
             )
         return True
+
+    async def _index_state(self) -> IndexState:
+        """``POST /collections/{c}/points/count`` (exact), and the HNSW settings of the
+        collection's info."""
+        _, counted = await self._ask(self._post(f"{self._url}/points/count", {"exact": True}))
+        try:
+            count = counted["result"]["count"]
+        except (KeyError, TypeError):
+            raise QueryFailed(
+                "bad_response", "qdrant's count answered without result.count"
+            ) from None
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise QueryFailed("bad_response", f"qdrant's count is not a number: {count!r}")
+        info = await self._fetch_json(self._url)
+        hnsw = (
+            info.get("result", {}).get("config", {}).get("hnsw_config")
+            if isinstance(info, dict)
+            else None
+        )
+        settings = (
+            {
+                f"hnsw.{k}": v
+                for k, v in sorted(hnsw.items())
+                if isinstance(v, str | int | float | bool)
+            }
+            if isinstance(hnsw, dict)
+            else {}
+        )
+        return IndexState(count, settings or None)
 
     async def _list_names(self) -> list[str]:
         listed = await self._fetch_json(self._collections_url)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
 from datetime import UTC, datetime
 
 from ragcanary.config.model import Config, SuiteConfig
-from ragcanary.redact import Redactor
 from ragcanary.serve.metrics.exporter import SuitePairs
 from ragcanary.serve.schedule.jobs import interval_seconds
+from ragcanary.suites import fingerprint
 from ragcanary.suites.judge import settings_for
 from ragcanary.suites.loaded import LoadedConfig
 
@@ -35,15 +33,10 @@ def verdict_thresholds(suite: SuiteConfig) -> dict[str, float]:
 def config_hash(loaded: LoadedConfig) -> str:
     """A short hash of the effective configuration and its suites' cases, secrets masked.
 
-    Replicas that run the same configuration export the same ``ragcanary_config_hash``;
-    secrets are masked first so that the hash cannot be used to guess them.
+    Replicas that run the same configuration export the same ``ragcanary_config_hash``; it is
+    the ``config_hash`` of every run's fingerprint too (``suites.fingerprint``).
     """
-    effective = {
-        "config": loaded.config.model_dump(mode="json"),
-        "cases": {name: repr(suite.cases) for name, suite in sorted(loaded.suites.items())},
-    }
-    text = Redactor(loaded.secrets)(json.dumps(effective, sort_keys=True, default=str))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return fingerprint.config_hash(loaded)
 
 
 def ui_base_url(config: Config) -> str | None:

@@ -18,6 +18,7 @@ from ragcanary.reports.diff import ForeignRun, diff_reports
 from ragcanary.reports.report import failure_kinds, reason_lines
 from ragcanary.serve.http.ui import casepage, diffpage, runpage, stalepage
 from ragcanary.serve.http.ui import fleet as fleetpage
+from ragcanary.serve.http.ui.baseline_flags import changed_baselines
 from ragcanary.serve.schedule.jobs import interval_seconds
 from ragcanary.store.change_records import Change
 from ragcanary.store.errors import AmbiguousRun, UnknownRun
@@ -109,6 +110,7 @@ def fleet(service: Service, memos: Memos, suite: str | None, target: str | None)
         "filtered": suite is not None or target is not None,
         "now": now,
         **_changes(service, now),
+        "baseline_changed": {p: f for p, f in changed_baselines(service).items() if p in pairs},
     }
 
 
@@ -216,6 +218,7 @@ def run(
     return {
         "page": "run",
         "report": report,
+        "baseline_changed": changed_baselines(service, report.pair),
         "counts": report.counts,
         "baseline_id": report.baseline.run_id if report.baseline else None,
         "previous_id": previous_id,
@@ -293,6 +296,7 @@ def diff(
         "page": "diff",
         "suite": suite,
         "target": target,
+        "baseline_changed": changed_baselines(service, (suite, target)),
         "depth": config.depth,
         "diff": diff,
         "cases": diffpage.case_diffs(shown, before, after, config.depth, relevant, stale),
@@ -395,6 +399,7 @@ def baselines(
                 "metrics": pinned_head.metrics if pinned_head else {},
                 "hit_key": fleetpage.headline_hit_key(cfg),
                 "latest": latest,
+                "config_changes": [c["text"] for c in (pin or {}).get("config_changes") or ()],
             }
         )
     chosen = [p for p in pairs if p == (suite, target)] or pairs
