@@ -35,7 +35,10 @@ FAMILIES = {
     "ndcg": "ndcg_cut",
     "ap": "map_cut",
 }
-MEASURES = {f"{family}.{','.join(map(str, KS))}" for family in FAMILIES.values()} | {"recip_rank"}
+MEASURES = {f"{family}.{','.join(map(str, KS))}" for family in FAMILIES.values()} | {
+    "recip_rank",
+    "bpref",
+}
 
 Rankings = dict[str, list[str]]
 Qrels = dict[str, dict[str, int]]
@@ -81,7 +84,7 @@ def largest_difference(
     largest = 0.0
     for qid, values in mine.items():
         theirs = reference[qid]
-        pairs = [(values["rr"], theirs["recip_rank"])] + [
+        pairs = [(values["rr"], theirs["recip_rank"]), (values["bpref"], theirs["bpref"])] + [
             (values[f"{name}@{k}"], theirs[f"{family}_{k}"])
             for name, family in FAMILIES.items()
             for k in KS
@@ -166,7 +169,8 @@ def render(result: dict[str, Any]) -> str:
         f"Every per-query measure of {queries:,} queries with {result['depth']} results each "
         f"and graded judgements ({result['relevant_per_query']:.1f} relevant ids per query on "
         "average, grades 1 to 3, and judged non-relevant ones): Hit@k, P@k, R@k, NDCG@k and "
-        f"AP@k for k = {', '.join(map(str, result['ks']))}, and RR, 21 values per query. Ours "
+        f"AP@k for k = {', '.join(map(str, result['ks']))}, RR and bpref, 22 values per query, "
+        "which ours computes with Judged@k besides (4 more values trec_eval lacks). Ours "
         "is what `ragcanary.measure.scoring` does, `case_metrics` per case; the reference is "
         "`pytrec_eval` (trec_eval's C code) evaluating the same rankings from the Python dicts "
         f"it takes, in the same process. {result['rounds']} rounds of each, interleaved, after "
@@ -178,9 +182,9 @@ def render(result: dict[str, Any]) -> str:
         f"equals trec_eval's: the largest difference is {result['largest_difference']:g} (the "
         f"check allows {TOLERANCE:g}). pytrec_eval also builds its `RelevanceEvaluator` from "
         f"the judgements once, {result['evaluator_build_ms']:,.0f} ms, not counted above. "
-        "case_metrics visits only the judged relevant ids found in the ranking (a set "
-        "operation and `index()` scan the ranking in C), then keeps a running DCG and AP "
-        "over those few and builds the ideal DCG from the judgements; it no longer walks "
+        "case_metrics visits only the judged ids found in the ranking (a set "
+        "operation and `index()` scan the ranking in C), then keeps a running DCG, AP and "
+        "bpref over those few and builds the ideal DCG from the judgements; it no longer walks "
         "every result once per k, as it did until this benchmark was written (then 2.4 times "
         "the CPU time of today's on 5,000 of these queries)."
     )

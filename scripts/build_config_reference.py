@@ -309,7 +309,10 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "A crontab schedule instead of `every` (weekdays: 1 is Monday, 0 and 7 Sunday).",
         '"*/5 * * * *"',
     ),
-    "SuiteConfig.k": ("Cut-offs reported for Hit@k, P@k, R@k, NDCG@k, AP@k.", "[1, 5, 10]"),
+    "SuiteConfig.k": (
+        "Cut-offs reported for Hit@k, P@k, R@k, NDCG@k, AP@k, Judged@k.",
+        "[1, 5, 10]",
+    ),
     "SuiteConfig.depth": ("Results asked for and stored per query; at least the largest k.", "20"),
     "SuiteConfig.baseline": (
         "`pinned`: compare with the pinned run (the first healthy one until someone pins another); `previous`: with the previous answered run.",
@@ -330,7 +333,15 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "Thresholds.recall": ("Absolute floors of R@k, by k.", "{10: 0.7}"),
     "Thresholds.ndcg": ("Absolute floors of NDCG@k, by k.", "{10: 0.6}"),
     "Thresholds.map": ("Absolute floors of AP@k (MAP), by k.", "{10: 0.5}"),
+    "Thresholds.judged": (
+        "Absolute floors of Judged@k (the share of the top-k ids that carry a label, grade 0 included), by k: a floor asks for labelling, not for a better retriever. A fall of Judged@k never fails a run by itself.",
+        "{10: 0.5}",
+    ),
     "Thresholds.mrr": ("Absolute floor of MRR.", "0.5"),
+    "Thresholds.bpref": (
+        "Absolute floor of bpref (trec_eval's, robust to unlabelled results).",
+        "0.5",
+    ),
     "Thresholds.max_drop": (
         "A drop of any aggregate metric vs the baseline larger than this, and significant, fails the run.",
         "0.05",

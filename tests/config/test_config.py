@@ -412,12 +412,16 @@ def test_bare_sections_validate_as_empty(tmp_path: Path) -> None:
             },
             {"precision@3": 0.2, "recall@5": 0.6, "ndcg@1": 0.4, "ndcg@10": 0.7, "map@10": 0.3},
         ),
+        (
+            {"judged": {10: 0.5, 5: 0.6}, "bpref": 0.4, "mrr": 0.5},
+            {"judged@5": 0.6, "judged@10": 0.5, "mrr": 0.5, "bpref": 0.4},
+        ),
     ],
 )
 def test_floors_are_keyed_like_report_metrics(
     fields: dict[str, object], floors: dict[str, float]
 ) -> None:
-    """Thresholds.floors() gives NAME@K and mrr, like the report's metric keys."""
+    """Thresholds.floors() gives NAME@K, mrr and bpref, like the report's metric keys."""
     assert Thresholds.model_validate(fields).floors() == floors
 
 
@@ -436,6 +440,14 @@ def test_every_floor_at_a_k_that_is_not_computed_is_reported_at_once(tmp_path: P
         ("suites.core.thresholds.ndcg.20", 19),
     ]
     assert found[0].message == "hit_rate@7 is never computed: 7 is not in k"
+
+
+def test_a_judged_floor_at_a_k_that_is_not_computed_is_located(tmp_path: Path) -> None:
+    """judged floors are checked against k like every other metric@k."""
+    found = problems_of(write(tmp_path, VALID.replace("hit_rate: {5: 0.8}", "judged: {20: 0.5}")))
+    assert [(p.path, p.message) for p in found] == [
+        ("suites.core.thresholds.judged.20", "judged@20 is never computed: 20 is not in k")
+    ]
 
 
 def test_unset_variable_in_a_whole_header_is_named_not_masked(tmp_path: Path) -> None:

@@ -145,3 +145,18 @@ def test_suggestions_never_fail_the_runs_they_came_from(
     assert all(noise.suggested[k] >= v for k, v in FLOORS.items() if k != "min_rank_overlap")
     assert noise.suggested["min_rank_overlap"] <= FLOORS["min_rank_overlap"]
     _assert_runs_pass(runs, noise.suggested, judge=False)  # judging is slow; bounds suffice
+
+
+def test_judged_share_moving_does_not_raise_the_suggested_max_drop() -> None:
+    """Judged@k never fails a run by dropping, so its spread leaves max_drop alone."""
+    labelled = [case(f"c{i}", {f"rel-{i}": 1, f"no-{i}": 0}) for i in range(4)]
+    runs = [
+        run(
+            [(c, answer([f"rel-{i}", f"{other}-{i}"], [0.9, 0.5])) for i, c in enumerate(labelled)],
+            run_id=f"run-{other}",
+        )
+        for other in ("no", "new", "no")
+    ]
+    noise = measure_noise(runs, settings_for(SUITE))
+    assert noise.metrics["judged@3"].high - noise.metrics["judged@3"].low == 0.5
+    assert noise.suggested["max_drop"] == 0.01

@@ -1,15 +1,23 @@
-"""Tests of the exact IR measures against hand-worked cases and against trec_eval (pytrec_eval)."""
+"""Tests of the exact IR measures against hand-worked cases, trec_eval (pytrec_eval) and
+ir_measures (Judged@k)."""
 
 from __future__ import annotations
 
 import math
 
+import ir_measures
 import pytest
 import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragcanary.measure.metrics import aggregate, aggregate_name, case_metrics, dedupe
+from ragcanary.measure.metrics import (
+    aggregate,
+    aggregate_name,
+    case_metrics,
+    dedupe,
+    is_judged_share,
+)
 
 KS = (1, 3, 5, 10)
 # Our name -> pytrec_eval's measure family (results come back as "<family>_<k>").
@@ -21,7 +29,11 @@ CUT_MEASURES = {
     "ap": "map_cut",
 }
 CUTS = ",".join(str(k) for k in KS)
-TREC_MEASURES = {f"{family}.{CUTS}" for family in CUT_MEASURES.values()} | {"recip_rank"}
+TREC_MEASURES = {f"{family}.{CUTS}" for family in CUT_MEASURES.values()} | {
+    "recip_rank",
+    "bpref",
+}
+JUDGED = [ir_measures.Judged @ k for k in KS]
 
 DOCS = [f"d{i}" for i in range(12)]
 rankings = st.lists(st.sampled_from(DOCS), max_size=16)
@@ -31,12 +43,25 @@ qrels = st.dictionaries(st.sampled_from(DOCS), st.integers(0, 3), min_size=1).fi
 depths = st.integers(1, 14)
 
 
-def trec_eval(ranking: list[str], relevant: dict[str, int], depth: int) -> dict[str, float]:
-    """pytrec_eval's measures of our ranking, scored so that its sort keeps our order."""
+def scored_run(ranking: list[str], depth: int) -> dict[str, float]:
+    """Our deduped, depth-cut ranking as a run whose scores fall strictly, so every
+    reference's sort (trec_eval's, ir_measures') keeps our order."""
     ranked = dedupe(ranking)[:depth]
-    run = {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+    return {doc: float(len(ranked) - i) for i, doc in enumerate(ranked)}
+
+
+def trec_eval(ranking: list[str], relevant: dict[str, int], depth: int) -> dict[str, float]:
+    """pytrec_eval's measures of our ranking."""
     evaluator = pytrec_eval.RelevanceEvaluator({"q": relevant}, TREC_MEASURES)
-    return evaluator.evaluate({"q": run})["q"]
+    return evaluator.evaluate({"q": scored_run(ranking, depth)})["q"]
+
+
+def ir_measures_judged(
+    ranking: list[str], relevant: dict[str, int], depth: int
+) -> dict[int, float]:
+    """ir_measures' own Judged@k of our ranking, by k."""
+    values = ir_measures.iter_calc(JUDGED, {"q": relevant}, {"q": scored_run(ranking, depth)})
+    return {metric.measure["cutoff"]: metric.value for metric in values}
 
 
 @settings(max_examples=300, deadline=None)
@@ -49,6 +74,36 @@ def test_every_measure_equals_trec_eval(ranking, relevant, depth):
         for k in KS:
             assert abs(ours[f"{name}@{k}"] - reference[f"{family}_{k}"]) <= 1e-9, (name, k)
     assert abs(ours["rr"] - reference["recip_rank"]) <= 1e-9
+    assert abs(ours["bpref"] - reference["bpref"]) <= 1e-9
+
+
+# Many judged non-relevant ids against few relevant ones, and the other way round, so that
+# both of bpref's caps (min(n, R) and min(N, R)) bind.
+many_judged = st.dictionaries(st.sampled_from(DOCS), st.sampled_from([0, 0, 0, 1, 2])).filter(
+    lambda judged: any(grade > 0 for grade in judged.values())
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ranking=rankings, relevant=st.one_of(qrels, many_judged), depth=depths)
+def test_bpref_equals_trec_eval(ranking, relevant, depth):
+    """bpref matches pytrec_eval's to 1e-9, judged non-relevant ids, grades and caps included."""
+    ours = case_metrics(ranking, relevant, KS, depth)["bpref"]
+    assert abs(ours - trec_eval(ranking, relevant, depth)["bpref"]) <= 1e-9
+
+
+@settings(max_examples=500, deadline=None)
+@given(ranking=rankings, relevant=st.one_of(qrels, many_judged), depth=depths)
+def test_judged_equals_ir_measures(ranking, relevant, depth):
+    """Judged@k matches ir_measures' Judged@k, ids judged 0 and rankings shorter than k included."""
+    ours = case_metrics(ranking, relevant, KS, depth)
+    if not dedupe(ranking):
+        # ir_measures divides by the ranking's length and fails on an empty one.
+        assert all(ours[f"judged@{k}"] == 0.0 for k in KS)
+        return
+    reference = ir_measures_judged(ranking, relevant, depth)
+    for k in KS:
+        assert abs(ours[f"judged@{k}"] - reference[k]) <= 1e-9, k
 
 
 @settings(max_examples=200, deadline=None)
@@ -105,10 +160,74 @@ def test_measures_lie_in_unit_interval_and_grow_with_k(ranking, relevant, depth)
         ),
         pytest.param(
             [],
-            {"a": 1},
+            {"a": 1, "z": 0},
             10,
-            {"rr": 0.0, "hit_rate@1": 0.0, "precision@10": 0.0, "ndcg@10": 0.0, "ap@10": 0.0},
+            {
+                "rr": 0.0,
+                "hit_rate@1": 0.0,
+                "precision@10": 0.0,
+                "ndcg@10": 0.0,
+                "ap@10": 0.0,
+                "judged@10": 0.0,
+                "bpref": 0.0,
+            },
             id="empty-ranking",
+        ),
+        pytest.param(
+            ["a", "z", "x", "y"],
+            {"a": 1, "z": 0},
+            10,
+            {"judged@1": 1.0, "judged@3": 2 / 3, "judged@10": 2 / 4},
+            id="judged-counts-grade-0-and-divides-by-what-came-back",
+        ),
+        pytest.param(
+            ["x", "y", "x", "a"],
+            {"a": 1},
+            2,
+            {"judged@1": 0.0, "judged@3": 0.0, "judged@10": 0.0, "bpref": 0.0},
+            id="judged-after-depth-counts-nothing",
+        ),
+        pytest.param(
+            ["x", "y", "z"],
+            {"a": 1, "b": 0},
+            10,
+            {"judged@1": 0.0, "judged@10": 0.0, "bpref": 0.0, "recall@10": 0.0},
+            id="all-unjudged",
+        ),
+        pytest.param(
+            ["a", "a", "b", "b"],
+            {"a": 1, "b": 1},
+            10,
+            {"judged@3": 1.0, "judged@10": 1.0, "bpref": 1.0},
+            id="duplicates-judged-once",
+        ),
+        pytest.param(
+            ["x", "a", "y", "b"],
+            {"a": 1, "b": 2},
+            10,
+            {"bpref": 1.0, "judged@10": 2 / 4},
+            id="bpref-skips-unjudged",
+        ),
+        pytest.param(
+            ["n1", "a", "n2", "n3", "b"],
+            {"a": 1, "b": 1, "c": 1, "n1": 0, "n2": 0, "n3": 0},
+            10,
+            {"bpref": ((1 - 1 / 3) + (1 - 3 / 3)) / 3},
+            id="bpref-non-relevant-above",
+        ),
+        pytest.param(
+            ["n1", "n2", "a", "b"],
+            {"a": 1, "b": 1, "n1": 0, "n2": 0, "n3": 0, "n4": 0},
+            10,
+            {"bpref": 0.0},
+            id="bpref-caps-non-relevant-at-r",
+        ),
+        pytest.param(
+            ["n1", "a"],
+            {"a": 1, "b": 1, "c": 1, "n1": 0},
+            10,
+            {"bpref": (1 - 1 / 1) / 3},
+            id="bpref-divides-by-min-of-n-and-r",
         ),
     ],
 )
@@ -146,7 +265,7 @@ def test_ranking_order_is_kept_not_sorted():
 
 
 def test_keys_cover_every_metric_and_k():
-    """The result has the five cut-off measures for every k, then rr."""
+    """The result has the six cut-off measures for every k, then rr and bpref."""
     ours = case_metrics(["a"], {"a": 1}, [1, 5], 10)
     assert list(ours) == [
         "hit_rate@1",
@@ -159,7 +278,10 @@ def test_keys_cover_every_metric_and_k():
         "ndcg@5",
         "ap@1",
         "ap@5",
+        "judged@1",
+        "judged@5",
         "rr",
+        "bpref",
     ]
 
 
@@ -189,6 +311,15 @@ def test_case_metrics_rejects_unmeasurable_input(relevant, ks, depth, message):
 def test_dedupe_keeps_first_position(ids, expected):
     """Later duplicates are dropped and the list compacts."""
     assert dedupe(ids) == expected
+
+
+@pytest.mark.parametrize(
+    ("metric", "expected"),
+    [("judged@10", True), ("judged@1", True), ("bpref", False), ("hit_rate@5", False)],
+)
+def test_only_judged_at_k_measures_the_labels(metric, expected):
+    """Judged@k is told apart from the quality measures, bpref being one of those."""
+    assert is_judged_share(metric) is expected
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragcanary.measure.reasons import FamilyDrop, family_drops, reasons
+from ragcanary.measure.reasons import FamilyDrop, family_drops, reasons, unjudged_note
 from ragcanary.measure.verdict import Failure, Regression
 
 
@@ -99,3 +99,67 @@ def test_a_case_s_drops_are_one_entry_a_family_its_worst_k_first() -> None:
     }
     assert family_drops(regressions)["a"][0].also_text == " (also dropped at @3, @10)"
     assert family_drops(regressions)["b"][0].also_text == ""
+
+
+JUDGED_NOW = {"judged@5": 0.4, "judged@10": 0.31, "hit_rate@5": 0.5, "mrr": 0.5}
+JUDGED_FELL = {"judged@5": -0.2, "judged@10": -0.31}
+NOTE_10 = "judged@10 fell from 0.62 to 0.31: new unjudged documents may explain part of this drop"
+
+
+@pytest.mark.parametrize(
+    ("failures", "metrics", "deltas", "note"),
+    [
+        pytest.param([drop("hit_rate@10", 0.2)], JUDGED_NOW, JUDGED_FELL, NOTE_10, id="drop-at-k"),
+        # MRR counts down to depth: it is read with the largest k.
+        pytest.param([drop("mrr", 0.2)], JUDGED_NOW, JUDGED_FELL, NOTE_10, id="mrr-largest-k"),
+        # Of several cut-offs the largest fall is named, not the first.
+        pytest.param(
+            [drop("hit_rate@5", 0.2), drop("ndcg@10", 0.1)],
+            JUDGED_NOW,
+            JUDGED_FELL,
+            NOTE_10,
+            id="largest-fall",
+        ),
+        pytest.param(
+            [drop("hit_rate@5", 0.2)],
+            JUDGED_NOW,
+            JUDGED_FELL,
+            "judged@5 fell from 0.60 to 0.40: new unjudged documents may explain part of this drop",
+            id="only-the-failing-k",
+        ),
+        pytest.param(
+            [floor("precision@5", 0.1)],
+            JUDGED_NOW,
+            JUDGED_FELL,
+            "judged@5 fell from 0.60 to 0.40: new unjudged documents may explain part of this "
+            "failure",
+            id="floor",
+        ),
+        # bpref passes unlabelled ids over: they cannot explain its drop.
+        pytest.param([drop("bpref", 0.2)], JUDGED_NOW, JUDGED_FELL, None, id="bpref"),
+        pytest.param(
+            [drop("hit_rate@10", 0.2)],
+            JUDGED_NOW,
+            {"judged@10": 0.1},
+            None,
+            id="judged-rose",
+        ),
+        pytest.param([drop("hit_rate@10", 0.2)], JUDGED_NOW, {}, None, id="no-baseline"),
+        pytest.param([OVERLAP, LEAK, LOW], JUDGED_NOW, JUDGED_FELL, None, id="not-a-metric"),
+        pytest.param([drop("hit_rate@3", 0.2)], JUDGED_NOW, JUDGED_FELL, None, id="k-not-judged"),
+        pytest.param([], JUDGED_NOW, JUDGED_FELL, None, id="passed"),
+    ],
+)
+def test_the_note_names_a_judged_share_that_fell_under_a_failing_metric(
+    failures: list[Failure],
+    metrics: dict[str, float],
+    deltas: dict[str, float],
+    note: str | None,
+) -> None:
+    """Only failures that unlabelled ids can explain, with their judged share fallen, get it."""
+    assert unjudged_note(failures, metrics, deltas) == note
+
+
+def test_the_note_follows_the_metric_lines_and_precedes_the_rest() -> None:
+    lines = reasons([LEAK, drop("hit_rate@10", 0.2), OVERLAP], notes=[NOTE_10])
+    assert lines == ["hit_rate@10 dropped 0.2", NOTE_10, OVERLAP.message, LEAK.message]

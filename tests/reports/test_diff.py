@@ -69,6 +69,39 @@ def test_case_that_lost_its_document_comes_first_with_the_id_that_left() -> None
     assert {m["id"] for m in churned["moves"]} == {"c", "d"}
 
 
+def test_a_fall_of_judged_at_k_is_no_drop_and_ranks_no_case() -> None:
+    """A case whose top-k only lost its labels sorts after a real drop, which it names."""
+
+    def judged_case(case_id: str, ids: list[str], hit: float, judged: float) -> dict[str, Any]:
+        return case_entry(
+            case_id, ids=ids, scores=[0.9, 0.8], metrics={"hit_rate@5": hit, "judged@5": judged}
+        )
+
+    before = _report(
+        "r1",
+        [
+            judged_case("unlabelled", ["a", "b"], 1.0, 1.0),
+            judged_case("dropped", ["c", "d"], 1.0, 0.5),
+        ],
+        1.0,
+    )
+    after = _report(
+        "r2",
+        [
+            judged_case("unlabelled", ["a", "n"], 1.0, 0.0),
+            judged_case("dropped", ["e", "d"], 0.5, 0.5),
+        ],
+        0.75,
+    )
+    diff = diff_reports(before, after)
+    assert [c["id"] for c in diff["cases"]] == ["dropped", "unlabelled"]
+    assert diff["cases"][1]["metrics"]["judged@5"]["delta"] == -1.0  # shown all the same
+    out = io.StringIO()
+    Console(file=out, width=200).print(render_diff(diff))
+    assert "judged@5" not in out.getvalue()  # no case's worst change
+    assert "hit_rate@5 1.0000→0.5000" in out.getvalue()
+
+
 def test_cases_added_or_removed_between_runs_are_named() -> None:
     before = _report("r1", [_case("old", ["a"], [0.9], 1.0)], 1.0)
     after = _report("r2", [_case("new", ["a"], [0.9], 1.0)], 1.0)

@@ -1,4 +1,5 @@
-"""`ragcanary export RUN --format trec`: trec_eval (pytrec_eval) reproduces the report's numbers."""
+"""`ragcanary export RUN --format trec`: trec_eval (pytrec_eval) and ir_measures reproduce the
+report's numbers."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import ir_measures
 import pytest
 import pytrec_eval
 from factories import case_entry, run_report
@@ -20,7 +22,8 @@ from ragcanary.suites.loaded import load_config
 
 API_KEY = "sk-trec-export-31f"
 QUERIES = [f"query {i}" for i in range(12)]
-# Graded labels, ties in the target's scores, a duplicate id, a relevant id never retrieved.
+# Graded labels, ties in the target's scores, a duplicate id, a relevant id never retrieved,
+# ids judged not relevant (grade 0; a relevant grade of the same id wins) and unjudged ids.
 CORPUS = {
     q: [(f"d{i}-{j}", round(0.9 - 0.1 * (j // 2), 3)) for j in range(8)] + [(f"d{i}-1", 0.1)]
     for i, q in enumerate(QUERIES)
@@ -29,7 +32,13 @@ CASES = [
     {
         "id": f"c{i}",
         "query": q,
-        "relevant": {f"d{i}-{(i * 3) % 8}": 2, f"d{i}-{i % 5}": 1, "gone": 1},
+        "relevant": {
+            f"d{i}-{(i + 5) % 8}": 0,
+            f"d{i}-{(i * 3) % 8}": 2,
+            f"d{i}-{i % 5}": 1,
+            "gone": 1,
+            "judged-elsewhere": 0,
+        },
     }
     for i, q in enumerate(QUERIES)
 ] + [
@@ -43,7 +52,9 @@ MEASURES = {
     "recip_rank",
     "success_1,3,5",
     "map_cut_1,3,5",
+    "bpref",
 }
+JUDGED = [ir_measures.Judged @ k for k in (1, 3, 5)]
 OURS = {
     "P": "precision",
     "recall": "recall",
@@ -117,10 +128,19 @@ def test_trec_eval_on_the_export_gives_the_reports_numbers(
     for qid, values in evaluated.items():
         ours = cases[qid].metrics
         assert abs(values["recip_rank"] - ours["rr"]) <= 1e-9
+        assert abs(values["bpref"] - ours["bpref"]) <= 1e-9, qid
         for name, value in values.items():
             measure, _, k = name.rpartition("_")
             if measure in OURS:
                 assert abs(value - ours[f"{OURS[measure]}@{k}"]) <= 1e-9, (qid, name)
+    judged = list(ir_measures.iter_calc(JUDGED, qrels, run))
+    assert {m.query_id for m in judged} == set(qrels)
+    for metric in judged:
+        expected = metric.value
+        assert (
+            abs(cases[metric.query_id].metrics[f"judged@{metric.measure['cutoff']}"] - expected)
+            <= 1e-9
+        )
     mean_rr = sum(v["recip_rank"] for v in evaluated.values()) / len(evaluated)
     mrr = report.metrics["mrr"]
     assert mrr is not None

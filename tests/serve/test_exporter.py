@@ -68,6 +68,7 @@ CONTRACT_METRICS = (
     "ragcanary_candidates_pending",
     "ragcanary_candidates_received_total",
     "ragcanary_candidates_dropped_total",
+    "ragcanary_judged_ratio",
 )
 CORE = {"suite": "core", "target": "search"}
 QUALITY: tuple[tuple[str, dict[str, str]], ...] = (
@@ -75,6 +76,7 @@ QUALITY: tuple[tuple[str, dict[str, str]], ...] = (
     ("ragcanary_ndcg", {"k": "5"}),
     ("ragcanary_recall", {"k": "5"}),
     ("ragcanary_precision", {"k": "5"}),
+    ("ragcanary_judged_ratio", {"k": "5"}),
     ("ragcanary_mrr", {}),
     ("ragcanary_rank_overlap", {}),
     ("ragcanary_score_drift", {}),
@@ -162,7 +164,10 @@ def make_report_data(
             "recall@5": 0.45,
             "precision@5": 0.1,
             "map@5": 0.3,
+            "judged@1": 0.75,
+            "judged@5": 0.35,
             "mrr": 0.6,
+            "bpref": 0.55,
         },
         baseline=BASELINE if baseline else None,
         failures=[
@@ -243,6 +248,8 @@ def test_reload_result_is_exported(exporter: Exporter, ok: bool, expected: float
         ("ragcanary_ndcg", {"k": "5"}, 0.4),
         ("ragcanary_recall", {"k": "5"}, 0.45),
         ("ragcanary_precision", {"k": "5"}, 0.1),
+        ("ragcanary_judged_ratio", {"k": "5"}, 0.35),
+        ("ragcanary_judged_ratio", {"k": "1"}, 0.75),
         ("ragcanary_mrr", {}, 0.6),
         ("ragcanary_rank_overlap", {}, 0.8),
         ("ragcanary_score_drift", {}, 0.07),
@@ -288,6 +295,7 @@ def test_metrics_outside_the_contract_and_configured_ks_are_not_exported(
     exporter.observe_run(make_report())
     text = generate_latest(exporter.registry).decode()
     assert "map" not in re.sub(r"#.*", "", text)
+    assert "bpref" not in re.sub(r"#.*", "", text)
     assert value(exporter, "ragcanary_ndcg", k="10") is None
 
 
@@ -463,6 +471,8 @@ def test_reload_dropping_a_k_removes_the_series_of_that_k(exporter: Exporter) ->
     exporter.observe_run(make_report())
     exporter.load(pairs(ks=(1,)))
     assert value(exporter, "ragcanary_hit_rate", k="5") is None
+    assert value(exporter, "ragcanary_judged_ratio", k="5") is None
+    assert value(exporter, "ragcanary_judged_ratio", k="1") == 0.75
     assert value(exporter, "ragcanary_baseline_delta", metric="hit_rate@5") is None
     assert value(exporter, "ragcanary_baseline_delta", metric="mrr") == -0.25
     assert value(exporter, "ragcanary_hit_rate", k="1") == 0.25
@@ -552,6 +562,10 @@ def test_the_exporter_reads_reports_of_the_real_pipeline() -> None:
     exporter.load({"core": SuitePairs(("search",), (1, 5), True, ("c1", "c2"))})
     exporter.observe_run(report)
     assert value(exporter, "ragcanary_hit_rate", k="5") == pytest.approx(0.5)
+    # c1's top-5 is d1 (judged) and x; c2's is y and z, none judged.
+    assert report.metrics["judged@5"] == pytest.approx(0.25)
+    assert value(exporter, "ragcanary_judged_ratio", k="5") == pytest.approx(0.25)
+    assert value(exporter, "ragcanary_judged_ratio", k="1") == pytest.approx(0.5)
     assert value(exporter, "ragcanary_baseline_delta", metric="hit_rate@5") == pytest.approx(-0.5)
     assert value(exporter, "ragcanary_regressed_cases") == 1.0
     assert value(exporter, "ragcanary_case_rr", case="c2") == 0.0

@@ -36,7 +36,7 @@ from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
 from ragcanary.config.target import TargetConfig, sendable_headers
 
-FLOOR_METRICS = ("hit_rate", "precision", "recall", "ndcg", "map")
+FLOOR_METRICS = ("hit_rate", "precision", "recall", "ndcg", "map", "judged")
 DEFAULT_EVERY = DEFAULT_EVERY_S
 _LISTEN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
 _STORAGE = re.compile(r"sqlite(\+pysqlite)?://(/.*)?|postgresql\+psycopg://\S+")
@@ -46,7 +46,8 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 class Thresholds(Strict):
     """When a run fails: absolute floors per metric@k, and limits relative to the baseline.
 
-    In YAML the floors sit beside the limits: ``hit_rate: {5: 0.8}``, ``mrr: 0.5``.
+    In YAML the floors sit beside the limits: ``hit_rate: {5: 0.8}``, ``mrr: 0.5``,
+    ``bpref: 0.5``, ``judged: {10: 0.5}``.
     """
 
     hit_rate: Floors = Field(default_factory=dict)
@@ -54,7 +55,10 @@ class Thresholds(Strict):
     recall: Floors = Field(default_factory=dict)
     ndcg: Floors = Field(default_factory=dict)
     map: Floors = Field(default_factory=dict)
+    # Judged@k: the share of the top-k that carries a label; a floor asks for labelling work.
+    judged: Floors = Field(default_factory=dict)
     mrr: Floor | None = None
+    bpref: Floor | None = None
     max_drop: float = Field(default=0.02, ge=0)
     # 0.03, not 0.05: a shift of 0.05 under score jitter of sd 0.01 leaves only about half the
     # pairs over 0.05, and the alert wants over half (docs/performance.md, detection quality).
@@ -75,8 +79,10 @@ class Thresholds(Strict):
             for metric in FLOOR_METRICS
             for k, floor in sorted(getattr(self, metric).items())
         }
-        if self.mrr is not None:
-            out["mrr"] = self.mrr
+        for name in ("mrr", "bpref"):
+            floor = getattr(self, name)
+            if floor is not None:
+                out[name] = floor
         return out
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from statistics import fmean, pstdev
 
 from ragcanary.measure.drift import compare_runs
+from ragcanary.measure.metrics import is_judged_share
 from ragcanary.measure.results import RunResult
 from ragcanary.measure.scoring import score_run
 from ragcanary.measure.settings import Settings
@@ -80,8 +81,17 @@ def measure_noise(runs: Sequence[RunResult], settings: Settings) -> Noise:
     suggested = {
         # With more than four runs 3 std can be less than the range (one outlying run): a
         # threshold the unchanged system already crosses would page on its own noise.
+        # Judged@k never fails a run by dropping, so its spread says nothing of max_drop.
         "max_drop": _up(
-            max([max(3 * s.std, s.high - s.low) for s in metrics.values()] + [0.01]), 0.01
+            max(
+                [
+                    max(3 * s.std, s.high - s.low)
+                    for name, s in metrics.items()
+                    if not is_judged_share(name)
+                ]
+                + [0.01]
+            ),
+            0.01,
         ),
         "score_drift": _up(max([1.5 * d for d in deltas] + [0.01]), 0.01),
         "min_rank_overlap": max(0.0, _down(min(rbos, default=1.0) - 0.1, 0.05)),

@@ -1,4 +1,5 @@
-"""Exact IR measures of one case (Hit@k, P@k, R@k, NDCG@k, AP@k, RR) and their weighted means."""
+"""Exact IR measures of one case (Hit@k, P@k, R@k, NDCG@k, AP@k, Judged@k, RR, bpref) and
+their weighted means."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 Gain = Literal["linear", "exponential"]
-_CUT_MEASURES = ("hit_rate", "precision", "recall", "ndcg", "ap")  # case_metrics' order
+_CUT_MEASURES = ("hit_rate", "precision", "recall", "ndcg", "ap", "judged")  # case_metrics' order
+# Judged@k measures the labels, not the retriever: the share of the top-k that carries a
+# judgment. A fall says the golden set went out of date, so it never fails a run by dropping.
+JUDGED = "judged"
 
 
 def dedupe(ids: Sequence[str]) -> list[str]:
@@ -17,20 +21,24 @@ def dedupe(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def _ranked_gains(
-    ranking: Sequence[str], gains: Mapping[str, float], depth: int
-) -> list[tuple[int, float]]:
-    """(rank, gain) of each id of ``gains`` in the deduplicated top ``depth``, best rank first."""
+def _ranked_judgments(
+    ranking: Sequence[str], judged: Mapping[str, int], depth: int, distinct: int
+) -> list[tuple[int, str]]:
+    """(rank, id) of each id of ``judged`` in the deduplicated top ``depth``, best rank first.
+
+    ``distinct`` is the number of distinct ids in ``ranking``.
+    """
     # Only the few judged ids in the ranking are located: the set operation and index() scan
     # the ranking in C. An id's rank counts the distinct ids before its first occurrence, so
-    # a duplicate never takes up a rank; relevant ids tend to rank high, so that is short.
-    hits = []
-    for doc in gains.keys() & ranking:
+    # a duplicate never takes up a rank; without duplicates that is its position.
+    unique = distinct == len(ranking)
+    found = []
+    for doc in judged.keys() & ranking:
         position = ranking.index(doc)
-        rank = len(set(ranking[:position])) + 1
+        rank = position + 1 if unique else len(set(ranking[:position])) + 1
         if rank <= depth:
-            hits.append((rank, gains[doc]))
-    return sorted(hits)
+            found.append((rank, doc))
+    return sorted(found)
 
 
 def case_metrics(
@@ -40,14 +48,14 @@ def case_metrics(
     depth: int,
     gain: Gain = "linear",
 ) -> dict[str, float]:
-    """Every measure of one labelled case, equal to trec_eval on the same ranking.
+    """Every measure of one labelled case, equal to trec_eval (and ir_measures) on the ranking.
 
     ``ranking`` is the order the target returned (deduplicated here, then cut to
-    ``depth``); ``relevant`` maps judged ids to grades, grade > 0 being relevant.
-    Returns ``hit_rate@k``, ``precision@k``, ``recall@k``, ``ndcg@k`` and ``ap@k``
-    for every k in ``ks``, and ``rr``. Raises ``ValueError`` when ``relevant`` has
-    no grade above 0 (negative and label-free cases have no such measures), or
-    when ``depth`` or a k is below 1.
+    ``depth``); ``relevant`` maps judged ids to grades, grade > 0 being relevant and
+    grade 0 judged non-relevant. Returns ``hit_rate@k``, ``precision@k``, ``recall@k``,
+    ``ndcg@k``, ``ap@k`` and ``judged@k`` for every k in ``ks``, then ``rr`` and
+    ``bpref``. Raises ``ValueError`` when ``relevant`` has no grade above 0 (negative
+    and label-free cases have no such measures), or when ``depth`` or a k is below 1.
     """
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
@@ -63,10 +71,12 @@ def case_metrics(
     if num_relevant == 0:
         raise ValueError("relevant has no grade above 0; only labelled cases have metrics")
 
-    # Every measure depends only on where the relevant ids rank, so only they are visited.
-    # After the j-th of them in rank order: the running DCG and sum of precisions (for AP),
-    # summed in rank order as trec_eval does.
-    hits = _ranked_gains(ranking, gains, depth)
+    # Every measure depends only on where the judged ids rank, so only they are visited.
+    # After the j-th relevant id in rank order: the running DCG and sum of precisions (for
+    # AP), summed in rank order as trec_eval does.
+    distinct = len(set(ranking))
+    judged = _ranked_judgments(ranking, relevant, depth, distinct)
+    hits = [(rank, gains[doc]) for rank, doc in judged if doc in gains]
     dcg = [0.0]
     precision_sum = [0.0]
     for j, (rank, hit_gain) in enumerate(hits, start=1):
@@ -81,6 +91,8 @@ def case_metrics(
         ideal.append(ideal[-1] + best / math.log2(rank + 1))
 
     found = [bisect.bisect_right(ranks, k) for k in ks]  # relevant ids in the top k
+    judged_ranks = [rank for rank, _ in judged]
+    returned = min(distinct, depth)  # the ids within depth, duplicates dropped
     values = (
         [1.0 if n else 0.0 for n in found]
         # trec_eval divides P@k by k even when fewer than k results came back.
@@ -88,17 +100,62 @@ def case_metrics(
         + [n / num_relevant for n in found]
         + [dcg[n] / ideal[min(k, num_relevant)] for n, k in zip(found, ks, strict=True)]
         + [precision_sum[n] / num_relevant for n in found]
-        + [1.0 / ranks[0] if ranks else 0.0]
+        + [_judged_share(judged_ranks, k, returned) for k in ks]
+        + [1.0 / ranks[0] if ranks else 0.0, _bpref(judged, relevant, num_relevant)]
     )
     return dict(zip(names, values, strict=True))
 
 
+def _judged_share(judged_ranks: Sequence[int], k: int, returned: int) -> float:
+    """Judged@k as ir_measures computes it: judged ids among the top k over the ids there.
+
+    Unlike P@k it divides by the ids returned when fewer than k came back (ir_measures cuts
+    its cut-off to the ranking's length). An empty answer has nothing judged: 0.0, where
+    ir_measures has no value (a run file has no line for it).
+    """
+    shown = min(k, returned)
+    if shown == 0:
+        return 0.0
+    return bisect.bisect_right(judged_ranks, k) / shown
+
+
+def _bpref(
+    judged: Sequence[tuple[int, str]], relevant: Mapping[str, int], num_relevant: int
+) -> float:
+    """trec_eval's bpref over the judged ids in rank order; unjudged ids are passed over.
+
+    Each relevant id earns 1 - min(n, R) / min(N, R), n being the judged non-relevant ids
+    ranked above it, R the relevant ids and N the judged non-relevant ids of the case
+    (retrieved or not); the sum is divided by R. With no judged non-relevant id (N = 0),
+    every relevant id retrieved earns 1: bpref is then the share of R retrieved.
+    """
+    num_nonrelevant = len(relevant) - num_relevant  # the ids of grade 0
+    nonrelevant_above = 0
+    total = 0.0
+    for _, doc in judged:
+        if relevant[doc] > 0:
+            if nonrelevant_above:
+                total += 1.0 - min(nonrelevant_above, num_relevant) / min(
+                    num_nonrelevant, num_relevant
+                )
+            else:
+                total += 1.0
+        else:
+            nonrelevant_above += 1
+    return total / num_relevant
+
+
 @functools.lru_cache(maxsize=64)
 def _metric_names(ks: tuple[int, ...]) -> tuple[str, ...]:
-    """case_metrics' keys for ``ks``, in its order (made once: 21 f-strings per case add up)."""
+    """case_metrics' keys for ``ks``, in its order (made once: 25 f-strings per case add up)."""
     if any(k < 1 for k in ks):
         raise ValueError(f"every k must be at least 1, got {list(ks)}")
-    return (*(f"{name}@{k}" for name in _CUT_MEASURES for k in ks), "rr")
+    return (*(f"{name}@{k}" for name in _CUT_MEASURES for k in ks), "rr", "bpref")
+
+
+def is_judged_share(metric: str) -> bool:
+    """Whether ``metric`` (``judged@10``) measures the labels' reach rather than the retriever."""
+    return metric.partition("@")[0] == JUDGED
 
 
 def aggregate_name(case_metric: str) -> str:

@@ -8,7 +8,7 @@ from operator import itemgetter, mul, sub
 from typing import Literal
 
 from ragcanary.measure.drift import Drift
-from ragcanary.measure.metrics import aggregate_name
+from ragcanary.measure.metrics import aggregate_name, is_judged_share
 from ragcanary.measure.scoring import RunScores
 from ragcanary.measure.stats import bootstrap_cis, permutation_test
 
@@ -161,12 +161,18 @@ def _row(metrics: Mapping[str, float], names: Sequence[str]) -> tuple[float, ...
 
 
 def case_regressions(current: RunScores, baseline: RunScores) -> list[Regression]:
-    """Every (case, metric) that dropped against the baseline, worst drop first."""
+    """Every (case, metric) that dropped against the baseline, worst drop first.
+
+    A lower Judged@k is no regression: fewer of the results carry a label, which says the
+    labels aged, not that the retriever got worse.
+    """
     found = [
         Regression(case, name, before, current.per_case[case][name])
         for case in sorted(set(current.per_case) & set(baseline.per_case))
         for name, before in baseline.per_case[case].items()
-        if name in current.per_case[case] and current.per_case[case][name] < before - 1e-12
+        if name in current.per_case[case]
+        and current.per_case[case][name] < before - 1e-12
+        and not is_judged_share(name)
     ]
     return sorted(found, key=lambda r: (r.delta, r.case, r.metric))
 
@@ -185,7 +191,8 @@ def judge(
     are an outage, never a quality drop. A drop against the baseline fails the run only when its
     paired mean is larger than ``max_drop`` *and* beyond noise: the paired permutation test says
     so, or the target is deterministic (every result in both runs kept its exact score) and at
-    least ``MIN_EXACT_CASES`` cases dropped.
+    least ``MIN_EXACT_CASES`` cases dropped. Judged@k is compared like the others but never
+    judged as a drop: it measures how far the labels reach, not the retriever.
 
     ``noise_free`` are the current run's scores with the reorderings that the target's own score
     jitter explains undone (``evaluation.evaluate`` passes them only while the scores did not
@@ -216,6 +223,8 @@ def judge(
     exact = drift is not None and drift.score_drift == 0.0
     second_regressions: list[Regression] | None = None
     for change in changes.values():
+        if is_judged_share(change.metric):
+            continue  # the labels' reach, not quality: reported, never a drop (see reasons)
         why = _beyond_noise(change, regressions, policy, exact)
         if why is None:
             continue

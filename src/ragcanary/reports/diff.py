@@ -9,6 +9,7 @@ from typing import Any
 from ragcanary.errors import UsageError
 from ragcanary.measure.comparison import compare_lists
 from ragcanary.measure.fingerprint import fingerprint_changes
+from ragcanary.measure.metrics import is_judged_share
 from ragcanary.measure.report_json import marshal_fingerprint
 from ragcanary.measure.run_report import ABSENT, Absent, CaseEntry, Numbers, RunReport
 from ragcanary.measure.vectors import CHANGED_BELOW, cosine
@@ -133,8 +134,12 @@ def _changed(case: Mapping[str, Any]) -> bool:
 
 
 def _severity(case: Mapping[str, Any]) -> tuple[float, float, str]:
-    """Sort key: the largest metric drop first, then the lowest rank overlap."""
-    worst = min((c["delta"] for c in case["metrics"].values()), default=0.0)
+    """Sort key: the largest metric drop first, then the lowest rank overlap. A fall of
+    judged@k is the labels' age, not a drop: it does not rank a case."""
+    worst = min(
+        (c["delta"] for name, c in case["metrics"].items() if not is_judged_share(name)),
+        default=0.0,
+    )
     return (worst, case["rbo"], case["id"])
 
 

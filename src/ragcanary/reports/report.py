@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragcanary.errors import UsageError
-from ragcanary.measure.reasons import reasons
+from ragcanary.measure.reasons import reasons, unjudged_note
 from ragcanary.measure.report_json import marshal, missing_keys, unmarshal
 from ragcanary.measure.results import ANSWERED
 from ragcanary.measure.run_report import RunReport
@@ -36,8 +36,11 @@ def failure_kinds(report: RunReport) -> dict[str, dict[str, Any]]:
 
 def reason_lines(report: RunReport) -> list[str]:
     """Why the run failed, as people read it (``measure.reasons``): floors first, one line a
-    metric family, then the canaries that broke."""
-    return reasons(report.failures)
+    metric family, whether unlabelled documents may explain them, then the canaries that
+    broke."""
+    deltas = report.baseline.deltas if report.baseline is not None else {}
+    note = unjudged_note(report.failures, report.metrics, deltas)
+    return reasons(report.failures, () if note is None else (note,))
 
 
 def dump_text(reports: Sequence[RunReport]) -> str:

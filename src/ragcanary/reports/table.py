@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ragcanary.measure.metrics import is_judged_share
 from ragcanary.measure.run_report import BaselineComparison, RunReport
 from ragcanary.measure.verdict import Regression
 from ragcanary.reports.report import reason_lines
@@ -197,7 +198,8 @@ def render_diff(diff: Mapping[str, Any], limit: int = 15) -> RenderableType:
     for col in ("case", "worst change", "left the top-k", "entered the top-k", "RBO", "top Δ"):
         cases.add_column(col, overflow="fold")
     for case in diff["cases"][:limit]:
-        worst = min(case["metrics"].items(), key=lambda kv: kv[1]["delta"], default=None)
+        quality = [kv for kv in case["metrics"].items() if not is_judged_share(kv[0])]
+        worst = min(quality, key=lambda kv: kv[1]["delta"], default=None)
         cases.add_row(
             case["id"],
             f"{worst[0]} {_fmt(worst[1]['from'])}→{_fmt(worst[1]['to'])}" if worst else "",

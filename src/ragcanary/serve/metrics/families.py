@@ -37,6 +37,13 @@ class PairFamilies:
             "precision": self._gauge(
                 "precision", "Weighted Precision@k of the last answered run.", "k"
             ),
+            # The report's judged@k, under the name of what it is: a ratio of the top-k.
+            "judged": self._gauge(
+                "judged_ratio",
+                "Weighted share of the top-k ids that carry a judgment (Judged@k) in the last"
+                " answered run.",
+                "k",
+            ),
         }
         self.mrr = self._gauge("mrr", "Weighted mean reciprocal rank of the last answered run.")
         self.rank_overlap = self._gauge("rank_overlap", "Mean RBO of the top-k vs the baseline.")

@@ -13,7 +13,7 @@ from ragcanary.measure.verdict import Regression
 
 PAGE_ROWS = 200  # cases per page: 1,000 rows would be a 400 kB page
 QUERY_CHARS = 160  # a query is shown up to this long in the table (the case page has it whole)
-_METRIC_ORDER = ("hit_rate", "mrr", "ndcg", "recall", "precision", "map")
+_METRIC_ORDER = ("hit_rate", "mrr", "ndcg", "recall", "precision", "map", "bpref", "judged")
 SORT_KEYS = ("severity", "id", "outcome", "hit", "rr", "rbo", "left", "top", "latency")
 # The outcome filter: the states a case can be in besides its query outcome.
 STATES = {
