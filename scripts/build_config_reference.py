@@ -21,6 +21,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from ragcanary.config.fetch import FetchConfig
+from ragcanary.config.judges import JudgeConfig
 from ragcanary.config.model import (
     CandidatesConfig,
     Config,
@@ -104,6 +106,55 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "{minilm: {...}}",
     ),
     "Config.targets": ("Retrievers by name; see *targets.NAME*.", "{docs-search: {...}}"),
+    "Config.judges": (
+        "Judges by name, which grade documents nobody labelled that entered a canary's top-k; a suite names one with `judge:`. See *judges.NAME* and docs/judgments.md.",
+        "{reranker: {...}}",
+    ),
+    "JudgeConfig.kind": (
+        "`rerank`: an endpoint in the Cohere / Jina / TEI `/rerank` shape (`POST {model, query, documents, top_n}` answered `results[{index, relevance_score}]`). `chat`: an OpenAI-compatible `/v1/chat/completions` model, asked with a fixed, versioned grading prompt for one grade 0-3.",
+        "rerank",
+    ),
+    "JudgeConfig.url": (
+        "The full endpoint: the `/rerank` URL, or the `/v1/chat/completions` URL. A `user:password@` in it is sent as `Authorization: Basic`; the password is a secret.",
+        "http://reranker:8080/rerank",
+    ),
+    "JudgeConfig.model": ("The `model` sent with every request.", "BAAI/bge-reranker-base"),
+    "JudgeConfig.headers": (
+        "Sent with every request; `${VAR}` values are secrets, never printed or stored.",
+        '{Authorization: "Bearer ${JUDGE_TOKEN}"}',
+    ),
+    "JudgeConfig.timeout": ("Deadline of one request, all of it.", "60s"),
+    "JudgeConfig.retries": (
+        "Extra attempts after a timeout, connection error, 408, 429 or 5xx (Retry-After honoured); then the documents are left for a later run and the failure counted (`ragcanary_judge_errors_total`).",
+        "1",
+    ),
+    "JudgeConfig.max_per_run": (
+        "Documents graded after one run at most; the rest wait for a later run.",
+        "20",
+    ),
+    "JudgeConfig.max_per_day": (
+        "Documents graded in one UTC day at most (all suites using the judge); unset: no daily bound.",
+        "500",
+    ),
+    "JudgeConfig.min_grade_score": (
+        "`rerank`: a relevance score below it is grade 0 (not relevant); from it to 1 the range is cut in three equal parts, grades 1, 2 and 3 (docs/judgments.md).",
+        "0.3",
+    ),
+    "JudgeConfig.max_response_bytes": ("Answers larger than this fail the request.", "1000000"),
+    "JudgeConfig.verify_tls": ("Check the endpoint's TLS certificate.", "false"),
+    "TargetConfig.fetch": (
+        "The generic `http` target only (presets fetch a document's text through their own API): where a judge gets the text of a document, `{url: URL with {id}, text: JMESPath}`. The id is percent-encoded into `url`, sent as a GET with the target's headers; `text` (default `text`) reads the text from the JSON answer. See *targets.NAME.fetch*.",
+        '{url: "http://search.internal/docs/{id}", text: "body"}',
+    ),
+    "FetchConfig.url": (
+        "A full http(s) URL with `{id}` where the document id goes.",
+        '"http://search.internal/docs/{id}"',
+    ),
+    "FetchConfig.text": ("JMESPath to the document's text in the JSON answer.", "document.content"),
+    "SuiteConfig.judge": (
+        "A judge under `judges:` that grades the unlabelled ids entering this suite's labelled canaries' top-k, off the run's critical path; its grades are proposals until a person accepts them (docs/judgments.md).",
+        "reranker",
+    ),
     "EmbeddingConfig.url": (
         "The `/v1/embeddings` endpoint (OpenAI, Azure OpenAI, vLLM, TEI, Ollama, LiteLLM). A `user:password@` in it is sent as `Authorization: Basic` (not with an Authorization header too); the password is a secret, never printed.",
         "http://embedder:8080/v1/embeddings",
@@ -395,7 +446,9 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
 SECTIONS = (
     ("Top level (`ragcanary.yaml`)", Config),
     ("embeddings.NAME", EmbeddingConfig),
+    ("judges.NAME", JudgeConfig),
     ("targets.NAME", TargetConfig),
+    ("targets.NAME.fetch", FetchConfig),
     ("suites.NAME", SuiteConfig),
     ("suites.NAME.thresholds", Thresholds),
     ("candidates", CandidatesConfig),

@@ -278,8 +278,9 @@ def test_the_loop_finder_sees_each_way_of_counting_attempts(loop: str) -> None:
 
 
 def test_the_reference_says_retry_after_is_honoured_for_targets_and_embedders() -> None:
-    """Both ``retries`` rows of docs/config.md promise what ``Retrying.delay`` does."""
+    """Every ``retries`` row of docs/config.md (targets, embedders, judges) promises what
+    ``Retrying.delay`` does."""
     page = (SRC.parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
     rows = [line for line in page.splitlines() if line.startswith("| `retries` |")]
-    assert len(rows) == 2
+    assert len(rows) == 3
     assert all("(Retry-After honoured)" in row for row in rows), rows

@@ -131,7 +131,7 @@ def test_upgrading_an_older_database_adds_the_changes_and_keeps_its_baselines(
     write_version6(url, [run_report("r1", cases=[case_entry("c1")])], [("core", "search", "r1")])
     with Store.from_url(url) as upgraded:
         upgraded.migrate()
-        assert upgraded.schema_version() == latest_version(UPGRADES) == 9
+        assert upgraded.schema_version() == latest_version(UPGRADES)
         (row,) = upgraded.baselines()
         assert (row["run_id"], row["reason"]) == ("r1", None)
         change = ChangeStore(upgraded).start(REINDEX, T0)

@@ -1244,8 +1244,10 @@ def test_upgrade_to_version_8_fills_the_digest_buckets(store: Store, store_url: 
     engine = make_engine(store_url)
     try:
         with engine.begin() as conn:
-            # What version 7 had not: the changes table and baselines.reason (version 9).
+            # What version 7 had not: the changes table and baselines.reason (version 9), the
+            # judgments table (version 10).
             conn.execute(sqlalchemy.text("DROP TABLE changes"))
+            conn.execute(sqlalchemy.text("DROP TABLE judgments"))
             conn.execute(sqlalchemy.text("ALTER TABLE baselines DROP COLUMN reason"))
             conn.execute(sqlalchemy.text("UPDATE schema_version SET version = 7"))
             if conn.dialect.name == "postgresql":

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ragcanary import __version__
-from ragcanary.cli import authoring, changing, gating, inspecting, probing
+from ragcanary.cli import authoring, changing, gating, inspecting, probing, reviewing
 
 app = typer.Typer(
     name="ragcanary",
@@ -37,6 +37,11 @@ change_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(change_app, name="change")
+judgments_app = typer.Typer(
+    help="Review a judge's grades of documents nobody labelled; measure its agreement.",
+    rich_markup_mode=None,
+)
+app.add_typer(judgments_app, name="judgments")
 storage_app = typer.Typer(
     help="What the store holds and the bytes it takes, read without changing it.",
     rich_markup_mode=None,
@@ -68,6 +73,11 @@ candidates_app.command("list")(authoring.candidates_list)
 candidates_app.command("show")(authoring.candidates_show)
 candidates_app.command("promote")(authoring.candidates_promote)
 candidates_app.command("dismiss")(authoring.candidates_dismiss)
+judgments_app.command("list")(reviewing.judgments_list)
+judgments_app.command("show")(reviewing.judgments_show)
+judgments_app.command("accept")(reviewing.judgments_accept)
+judgments_app.command("reject")(reviewing.judgments_reject)
+judgments_app.command("agreement")(reviewing.judgments_agreement)
 
 
 def _version(value: bool) -> None:

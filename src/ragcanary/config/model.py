@@ -32,6 +32,7 @@ from ragcanary.config.fields import (
     Strict,
     quote_value,
 )
+from ragcanary.config.judges import JudgeConfig
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
 from ragcanary.config.target import TargetConfig, sendable_headers
@@ -102,6 +103,8 @@ class SuiteConfig(Strict):
     per_case_metrics: bool = False
     # A relevant id no canary got back in this many answered runs is a stale label.
     stale_label_runs: int = Field(default=50, ge=1)
+    # The judge (a name under judges:) that grades unlabelled ids entering a canary's top-k.
+    judge: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -261,10 +264,11 @@ class Config(Strict):
     retention: Seconds = 30 * 86400.0  # runs older than this are pruned...
     retention_failed: Seconds = 90 * 86400.0  # ...except regressed and unavailable ones
     embeddings: dict[str, EmbeddingConfig] = Field(default_factory=dict)
+    judges: dict[str, JudgeConfig] = Field(default_factory=dict)
     targets: dict[str, TargetConfig] = Field(default_factory=dict)
     suites: dict[str, SuiteConfig] = Field(default_factory=dict)
 
-    @field_validator("embeddings", "targets", "suites", mode="before")
+    @field_validator("embeddings", "judges", "targets", "suites", mode="before")
     @classmethod
     def _none_yet(cls, value: Any) -> Any:
         return {} if value is None else value  # a bare "targets:" while a config is drafted

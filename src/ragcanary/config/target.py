@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from ragcanary.config.credentials import check_one_credential
+from ragcanary.config.fetch import FetchConfig
 from ragcanary.config.fields import PerSecond, Seconds, Strict
 from ragcanary.config.lookup import check_lookup
 from ragcanary.config.presets import PRESET_CHECKS, check_chroma_url, check_own_fields
@@ -125,6 +126,9 @@ class TargetConfig(Strict):
     # The generic target: a URL template (absolute, or relative to url) that answers 200 when
     # the index holds the document {id} and 404 when it does not (config/lookup.py).
     lookup: str | None = None
+    # The generic target: where a judge gets a document's text (config/judges.py); presets
+    # fetch it by id through their own API.
+    fetch: FetchConfig | None = None
     # Presets: the collection (an index for Elasticsearch and OpenSearch) by name, Chroma's
     # tenant and database, and the search engines' vector field (kNN) or text field (BM25).
     collection: str | None = None
@@ -216,6 +220,13 @@ class TargetConfig(Strict):
         if self.preset != "pgvector" and "url" not in self.model_fields_set:
             raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
         check_lookup(self)
+        if self.fetch is not None and self.preset != "http":
+            raise _fix(
+                f"fetch is for the generic http target; the {self.preset} preset fetches a "
+                "document's text through its own API",
+                "remove fetch:",
+                "fetch",
+            )
         self._endpoints_fit()
         if self.preset == "chroma":
             check_chroma_url(self.url)

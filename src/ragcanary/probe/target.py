@@ -26,6 +26,7 @@ from ragcanary.config.target import TargetConfig
 from ragcanary.errors import ConfigError
 from ragcanary.measure.fingerprint import IndexState
 from ragcanary.measure.results import Answer, Outcome, PathField, PathMiss
+from ragcanary.probe.documents import texts_by_url
 from ragcanary.probe.responses import (
     ACCEPT_ENCODING,
     decode_json,
@@ -203,6 +204,34 @@ class HttpTarget:
         with several chunks: its best); ids not held are left out; None when this target
         cannot tell. Never raises, like ``missing``; the canary's request stays the one shown."""
         return await self._told(self._scores(list(dict.fromkeys(ids)), [float(x) for x in vector]))
+
+    async def texts(self, ids: Sequence[str]) -> dict[str, str] | None:
+        """Each id's document text (for a judge); ids whose text it did not find are left
+        out; None when this target cannot fetch texts. Never raises, like ``missing``."""
+        return await self._told(self._texts(list(dict.fromkeys(ids))))
+
+    async def _texts(self, ids: list[str]) -> dict[str, str] | None:
+        """A preset's fetch of texts by id; may raise ``QueryFailed``. None: cannot fetch.
+
+        The generic target GETs its ``fetch:`` URL per id, with its headers
+        (``probe/documents.py``).
+        """
+        fetch = self._config.fetch
+        if fetch is None:
+            return None
+
+        async def get(url: str) -> tuple[int, Any]:
+            request = self._client.build_request("GET", url, headers=self._headers)
+            status, body = await self._ask_raw(request, accept=(404,))
+            if status == 404:
+                return status, None
+            try:
+                return status, decode_json(body)
+            except ValueError as exc:
+                reason = f"the document at {url} is not JSON: {not_json(exc, body, self._redact)}"
+                raise QueryFailed("bad_response", reason) from exc
+
+        return await texts_by_url(ids, fetch.url, fetch.text, get)
 
     async def _told(self, asked: Awaitable[T]) -> T | None:
         """What a look-up in the index told, None when it failed: a lookup that failed, or a

@@ -41,6 +41,7 @@ from ragcanary.serve.background import (
     measure_storage,
 )
 from ragcanary.serve.daemon_service import DaemonService
+from ragcanary.serve.grading.worker import Grading
 from ragcanary.serve.http.server import api_server
 from ragcanary.serve.intake.queue import Intake, intake_settings
 from ragcanary.serve.metrics.config_export import config_hash, suite_pairs, ui_base_url
@@ -132,8 +133,11 @@ class Daemon:
             reload=self.reload,
             search=self.search,
             windows_changed=self.show_windows,
+            grading=lambda: self.grading,
         )
         self.stale = StaleLabels(self.keeper, self._look_up, index_checks)
+        # Judges grade unlabelled ids that entered a top-k, after the run, in the background.
+        self.grading = Grading(self.keeper, self.exporter, self._texts)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
         self._storage_task: asyncio.Task[None] | None = None
         self.storage_size_s = storage_size_s  # how often ragcanary_storage_bytes is measured
@@ -190,6 +194,8 @@ class Daemon:
         await self.show_windows()
         self._windows_task = asyncio.get_running_loop().create_task(self._keep_windows())
         self.exporter.set_reload_result(True)
+        self.grading.start()
+        await self.grading.refresh_pending()
         self.scheduler.add_listener(self._on_overlap, EVENT_JOB_MAX_INSTANCES)
         self.jobs.schedule_all(self.loaded, self.prune)
         self.scheduler.start()
@@ -222,6 +228,7 @@ class Daemon:
                 )
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        await self.grading.stop()
         await self.connections.aclose()
         background_tasks = (
             self._storage_task,
@@ -374,6 +381,7 @@ class Daemon:
             for warning in warnings:
                 log.warning(warning)
             log.info("config reloaded", **changes.as_dict()["jobs"])
+            await self.grading.refresh_pending()  # a label accepted in a suite file, say
             return ReloadResult(True, 200, changes=changes, warnings=warnings)
 
     def _export_config(self, loaded: LoadedConfig) -> None:
@@ -383,6 +391,7 @@ class Daemon:
         self.exporter.load(
             pairs, config_hash=config_hash(loaded), ui_url=ui_url, runbook_url=runbook_url
         )
+        self.exporter.load_judges(loaded.config.judges)
 
     def _rejected(self, status: int, problems: list[str]) -> ReloadResult:
         self.exporter.set_reload_result(False)
@@ -504,6 +513,8 @@ class Daemon:
         # A change never pins a baseline: a run inside its window is no first healthy run.
         if saved and suite_cfg.baseline == "pinned" and report.maintenance is None:
             await self.keeper.pin_first_healthy(pair, report)
+        if saved:  # the judge's work waits in the background: the run is done
+            self.grading.submit(loaded, report)
         log_run(report)
         return report
 
@@ -519,6 +530,13 @@ class Daemon:
         """Which of ``ids`` the index of ``pair``'s target no longer holds (None: it cannot
         tell), asked on the target's client and within its concurrency."""
         return await self._ask_index(pair[1], lambda target: target.missing(ids))
+
+    async def _texts(self, name: str, ids: list[str]) -> dict[str, str] | None:
+        """The texts of ``ids`` in the index of target ``name`` (None: it cannot fetch them),
+        for a judge, asked on the target's client and within its concurrency."""
+        if name not in self.loaded.config.targets:
+            return None  # removed by a reload since the run
+        return await self._ask_index(name, lambda target: target.texts(ids))
 
     async def _ask_index(self, name: str, ask: Callable[[PresetTarget], Awaitable[T]]) -> T:
         """``ask`` of target ``name``, made for it on the target's client and holding one of

@@ -9,6 +9,8 @@ from ragcanary.errors import UsageError
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.reports.oncall import case_history, diff_runs, relevant_ids, run_diff
 from ragcanary.reports.pinned_config import flag_baselines
+from ragcanary.serve.grading import review
+from ragcanary.serve.grading.worker import Grading
 from ragcanary.serve.intake.queue import Intake
 from ragcanary.serve.metrics.exporter import Exporter
 from ragcanary.serve.replicas.heartbeats import Replicas
@@ -26,10 +28,12 @@ from ragcanary.store import overview
 from ragcanary.store.candidates import CandidateStore
 from ragcanary.store.change_records import Change, ChangeRequest
 from ragcanary.store.changes import ChangeStore
+from ragcanary.store.judgments import JudgmentStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.run_ids import resolve_run_id
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig
+from ragcanary.threads import run_in
 
 
 class DaemonService:
@@ -51,6 +55,7 @@ class DaemonService:
         reload: Callable[[], Awaitable[ReloadResult]],
         search: Callable[[str, list[str], int, OnAnswer], Awaitable[None]],
         windows_changed: Callable[[], Awaitable[None]],
+        grading: Callable[[], Grading] | None = None,
     ) -> None:
         self._loaded = loaded
         self._keeper = keeper
@@ -61,6 +66,7 @@ class DaemonService:
         self._reload = reload
         self._search = search
         self._windows_changed = windows_changed
+        self._grading = grading
 
     @property
     def _store(self) -> Store:
@@ -237,3 +243,33 @@ class DaemonService:
 
     async def windows_changed(self) -> None:
         await self._windows_changed()
+
+    # -- judgments ---------------------------------------------------------------------------
+
+    def judgments(
+        self,
+        state: str | None,
+        suite: str | None = None,
+        case_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[Row]:
+        found = JudgmentStore(self._store).find(
+            state, suite=suite, case_id=case_id, run_id=run_id, limit=limit
+        )
+        return [j.as_dict() for j in found]
+
+    def judgment(self, judgment_id: int) -> Row | None:
+        found = JudgmentStore(self._store).get(judgment_id)
+        return None if found is None else found.as_dict()
+
+    async def decide_judgment(self, judgment_id: int, accept: bool) -> Row:
+        loaded = self.loaded
+        judgments = JudgmentStore(self._store)
+        now = datetime.now(UTC)
+        decided = await run_in(None, review.decide, loaded, judgments, judgment_id, accept, now)
+        if accept:  # the label is in the suite file: the next run counts it
+            await self._reload()
+        if self._grading is not None:
+            await self._grading().refresh_pending()
+        return decided.as_dict()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from ragcanary.errors import UsageError
 from ragcanary.measure.results import Answer
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.serve.schedule.reloading import ReloadResult
@@ -35,6 +36,10 @@ class Refused(Exception):
         self.reason = reason
         self.counted_as = counted_as  # ragcanary_candidates_dropped_total{reason}
         self.retry_s = retry_s  # for a 429: when the client may report again
+
+
+class NoSuchJudgment(UsageError):
+    """No stored judgment has the id given."""
 
 
 @dataclass(frozen=True)
@@ -256,4 +261,25 @@ class Service(Protocol):
     async def windows_changed(self) -> None:
         """Read the open windows again and export them (after a change was recorded or
         finished), so ``/metrics`` says so at once."""
+
+    # -- judgments ---------------------------------------------------------------------------
+
+    def judgments(
+        self,
+        state: str | None,
+        suite: str | None = None,
+        case_id: str | None = None,
+        run_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[Row]:
+        """Judgments of a judge, newest first, of one state, suite, case or run if given."""
+        ...
+
+    def judgment(self, judgment_id: int) -> Row | None:
+        """One judgment, or None."""
+        ...
+
+    async def decide_judgment(self, judgment_id: int, accept: bool) -> Row:
+        """Accept (the label written into the suite file, the config reloaded) or reject a
+        proposed judgment; ``UsageError`` when it cannot be (``NoSuchJudgment``: no such id)."""
         ...

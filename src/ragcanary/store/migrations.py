@@ -40,6 +40,7 @@ from ragcanary.store.schema import (
     cases,
     changes,
     claims,
+    judgments,
     metadata,
     rankings,
     replicas,
@@ -215,6 +216,11 @@ def _share_rankings(conn: Connection) -> None:
     results.drop(conn)
 
 
+def _add_judgments(conn: Connection) -> None:
+    """Version 9 -> 10: the judgments table, empty (docs/judgments.md)."""
+    judgments.create(conn)
+
+
 def _stored_runs(conn: Connection, run_ids: list[str]) -> list[RunRows]:
     """The runs ``run_ids`` of a version-6 database as save_run would store them."""
     heads = {
@@ -270,6 +276,7 @@ UPGRADES: Mapping[int, Upgrade] = {
     6: _share_rankings,
     7: _fill_digest_buckets,
     8: _add_changes,
+    9: _add_judgments,
 }
 
 

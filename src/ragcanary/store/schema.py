@@ -27,6 +27,7 @@ from sqlalchemy.types import TypeDecorator
 
 NAME_LENGTH = 200  # suite, target, case and run ids
 OUTCOME_LENGTH = 32
+DOC_ID_LENGTH = 512  # a hit's id is at most this long (docs/targets.md)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -253,6 +254,34 @@ changes = Table(
     Column("ends_at", UTCDateTime(), nullable=False),
     Column("finished_at", UTCDateTime()),
     Index("changes_ends_at", "ends_at"),
+)
+
+# A judge's grade of a document nobody labelled that entered a canary's top-k (schema version
+# 10; store/judgments.py): queued while the judge is asked, then proposed (or refused: the judge
+# answered no grade), until a person accepts or rejects it. ``key`` caches it by (document,
+# query, judge fingerprint): each is graded once.
+judgments = Table(
+    "judgments",
+    metadata,
+    Column("judgment_id", Integer, primary_key=True, autoincrement=True),
+    Column("key", String(64), nullable=False, unique=True),  # sha256 of (doc, query, fingerprint)
+    Column("suite", String(NAME_LENGTH), nullable=False),
+    Column("target", String(NAME_LENGTH), nullable=False),
+    Column("case_id", String(NAME_LENGTH), nullable=False),
+    Column("doc_id", String(DOC_ID_LENGTH), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("judge", String(NAME_LENGTH), nullable=False),
+    Column("fingerprint", String(NAME_LENGTH), nullable=False),
+    Column("grade", SmallInteger),  # 0-3; NULL while queued or when refused
+    Column("score", Float),  # a reranker's relevance score, as it answered
+    Column("state", String(16), nullable=False),  # queued proposed refused accepted rejected
+    Column("note", Text),  # why the judge gave no grade
+    Column("run_id", String(NAME_LENGTH), nullable=False),  # the run the id entered in
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("decided_at", UTCDateTime()),
+    Index("judgments_state_created", "state", "created_at"),
+    Index("judgments_run", "run_id"),
+    Index("judgments_suite_case", "suite", "case_id"),
 )
 
 # One row per version the database was created at or upgraded to; the highest is current.

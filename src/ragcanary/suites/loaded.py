@@ -131,7 +131,7 @@ class _TargetsNeedNoSecrets(Mapping[str, str]):
     """``environ`` plus ``unset`` for every variable that only the targets and embeddings use."""
 
     def __init__(self, environ: Mapping[str, str], raw: Mapping[str, Any]) -> None:
-        queried = ("targets", "embeddings")  # what only talking to a retriever needs
+        queried = ("targets", "embeddings", "judges")  # what only talking to a retriever needs
         outside = {key: value for key, value in raw.items() if key not in queried}
         used_outside = set(_REFERENCE_NAME.findall(repr(outside)))
         used_by_targets = set(_REFERENCE_NAME.findall(repr([raw.get(key) for key in queried])))
@@ -191,8 +191,10 @@ def _check_targets(doc: Document) -> list[Problem]:
                     "set embedding: NAME to an endpoint under embeddings:",
                 )
             )
-        for field in ("results", "id", "score"):
-            expression = target.get(field)
+        fetch = target.get("fetch")
+        fetched = fetch.get("text") if isinstance(fetch, dict) else None
+        for field in ("results", "id", "score", ("fetch", "text")):
+            expression = fetched if isinstance(field, tuple) else target.get(field)
             if not isinstance(expression, str):
                 continue
             try:
@@ -200,7 +202,7 @@ def _check_targets(doc: Document) -> list[Problem]:
             except jmespath.exceptions.JMESPathError:
                 problems.append(
                     doc.problem(
-                        ("targets", name, field),
+                        ("targets", name, *(field if isinstance(field, tuple) else (field,))),
                         f"{expression!r} is not a JMESPath expression",
                         "write a path like hits, data.matches or metadata.doc_id",
                     )
@@ -209,10 +211,16 @@ def _check_targets(doc: Document) -> list[Problem]:
 
 
 def _check_suites(doc: Document) -> list[Problem]:
-    """A cut-off written twice in ``k``: the model keeps it once, the file should too."""
-    suites = doc.data.get("suites")
+    """A cut-off written twice in ``k`` (the model keeps it once, the file should too), and a
+    ``judge:`` that names no judge."""
+    suites, raw_judges = doc.data.get("suites"), doc.data.get("judges")
+    judges = [str(j) for j in raw_judges] if isinstance(raw_judges, dict) else []
     problems: list[Problem] = []
     for name, suite in suites.items() if isinstance(suites, dict) else ():
+        judge = suite.get("judge") if isinstance(suite, dict) else None
+        if isinstance(judge, str) and judge not in judges:
+            fix = suggest(judge, judges, "define it under judges:")
+            problems.append(doc.problem(("suites", name, "judge"), f"unknown judge {judge!r}", fix))
         k = suite.get("k") if isinstance(suite, dict) else None
         seen: set[int] = set()
         for index, value in enumerate(k if isinstance(k, list) else []):
@@ -276,7 +284,7 @@ def _secrets(
         if isinstance(value, str) and path not in failed:
             secrets.add(part(value) or "")
 
-    for section in ("targets", "embeddings"):
+    for section in ("targets", "embeddings", "judges"):
         entries = data.get(section)
         for name, entry in entries.items() if isinstance(entries, dict) else ():
             headers = entry.get("headers") if isinstance(entry, dict) else None

@@ -1,4 +1,4 @@
-"""Appending a case to a suite file a person maintains, keeping its comments and layout.
+"""Appending a case, or a label, to a suite file a person maintains, keeping its comments.
 
 YAML is read and written round-trip (ruamel.yaml), so every comment, the order of keys and
 the quoting stay as they were; JSON is rewritten with the new case; JSON Lines gains a line.
@@ -54,6 +54,79 @@ def append_case(path: Path, case: Mapping[str, Any]) -> None:
         new = text + ("" if not text or text.endswith("\n") else "\n") + line
     else:
         raise UsageError(f"{path}: cannot add a case to a {suffix or 'extension-less'} file")
+    _replace_validated(path, new)
+
+
+def add_label(path: Path, case_id: str, doc_id: str, grade: int) -> None:
+    """Label ``doc_id`` with ``grade`` in case ``case_id`` of the suite file at ``path``
+    (a judgment accepted); raise ``ConfigError`` or ``UsageError`` (and leave the file as it
+    was) when the case is not there, already labels the id, or the suite would not load.
+
+    A list of relevant ids gains the id when its grade is 1; for another grade the list
+    becomes a mapping of id: grade (each listed id keeping grade 1), which says the same.
+    """
+    suffix = path.suffix.lower()
+    text = path.read_text(encoding="utf-8")
+    if suffix in (".yaml", ".yml"):
+        _, indent, offset = load_yaml_guess_indent(text)
+        yaml = _writer(indent or 2, offset or 0)
+        data = yaml.load(text)  # again, keeping each value's quotes
+        case = _case_in(data.get("cases") if isinstance(data, CommentedMap) else None, case_id)
+        case["relevant"] = _labelled(case.get("relevant"), doc_id, grade, commented=True)
+        out = io.StringIO()
+        yaml.dump(data, out)
+        new = out.getvalue()
+    elif suffix == ".json":
+        data = json.loads(text)
+        case = _case_in(data.get("cases") if isinstance(data, dict) else None, case_id)
+        case["relevant"] = _labelled(case.get("relevant"), doc_id, grade)
+        new = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    elif suffix == ".jsonl":
+        lines = text.splitlines(keepends=True)
+        for index, line in enumerate(lines):
+            row = json.loads(line) if line.strip() else None
+            if isinstance(row, dict) and row.get("id") == case_id:
+                row["relevant"] = _labelled(row.get("relevant"), doc_id, grade)
+                lines[index] = json.dumps(row, ensure_ascii=False) + "\n"
+                break
+        else:
+            raise UsageError(f"{path}: no case {case_id!r}")
+        new = "".join(lines)
+    else:
+        raise UsageError(f"{path}: cannot label a case in a {suffix or 'extension-less'} file")
+    _replace_validated(path, new)
+
+
+def _case_in(cases: Any, case_id: str) -> Any:
+    """The case ``case_id`` of a suite file's ``cases:`` list; ``UsageError`` when none."""
+    for case in cases if isinstance(cases, list) else ():
+        if isinstance(case, dict) and case.get("id") == case_id:
+            return case
+    raise UsageError(f"the suite file has no case {case_id!r} (removed or renamed since?)")
+
+
+def _labelled(relevant: Any, doc_id: str, grade: int, *, commented: bool = False) -> Any:
+    """``relevant`` (a list, a mapping or None) with ``doc_id`` at ``grade``."""
+    if isinstance(relevant, list | dict) and doc_id in relevant:
+        raise UsageError(f"the case labels {doc_id!r} already")
+    if isinstance(relevant, list) and grade == 1:
+        relevant.append(doc_id)
+        return relevant
+    if isinstance(relevant, dict):
+        relevant[doc_id] = grade
+        return relevant
+    grades = dict.fromkeys(relevant or (), 1) if isinstance(relevant, list) else {}
+    grades[doc_id] = grade
+    if not commented:
+        return grades
+    mapped = CommentedMap(grades)
+    mapped.fa.set_flow_style()  # ids and grades stay on one line, as people write them
+    return mapped
+
+
+def _replace_validated(path: Path, new: str) -> None:
+    """Write ``new`` as the suite file at ``path`` once it loads as a suite; else raise and
+    leave the file as it was."""
     with tempfile.NamedTemporaryFile(
         "w",
         encoding="utf-8",

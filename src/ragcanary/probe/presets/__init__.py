@@ -56,6 +56,10 @@ class PresetTarget(Target, Protocol):
     async def index_state(self) -> IndexState:
         """What the index says of itself cheaply: its record count and search settings, each
         None when this target cannot tell. May raise ``QueryFailed`` (or anything else)."""
+
+    async def texts(self, ids: Sequence[str]) -> dict[str, str] | None:
+        """Each id's document text, for a judge; ids not found are left out; None when this
+        target cannot fetch texts. Never raises."""
         ...
 
     async def aclose(self) -> None:

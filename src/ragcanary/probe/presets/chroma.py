@@ -19,6 +19,7 @@ import httpx
 
 from ragcanary.config.target import TargetConfig
 from ragcanary.measure.fingerprint import IndexState, Setting
+from ragcanary.probe.documents import cut
 from ragcanary.probe.presets.collection import CollectionTarget
 from ragcanary.probe.presets.lookup import (
     MAX_PAGES,
@@ -109,6 +110,35 @@ class ChromaTarget(CollectionTarget):
         if self._config.id == "id":
             return await missing_in_batches(ids, held)
         return await missing_in_batches(ids, lambda batch: held_by_filter(batch, page))
+
+    async def _texts(self, ids: list[str]) -> dict[str, str] | None:
+        """``POST .../get`` with ``include: ["documents"]`` by key, or with a ``where`` on the
+        metadata field; a document of several chunks is their texts joined in stored order."""
+        field = self._config.id.removeprefix("metadata.")
+        by_key = self._config.id == "id"
+        if not by_key and (field == self._config.id or "." in field):
+            return None
+        url = f"{self._collections_url}/{await self._look_up_once()}/get"
+        chunks: dict[str, list[str]] = {}
+        for start in range(0, len(ids), PAGE):
+            batch = ids[start : start + PAGE]
+            body: dict[str, Any] = (
+                {"ids": batch, "include": ["documents"]}
+                if by_key
+                else {"where": _any_of(field, batch), "include": ["documents", "metadatas"]}
+            )
+            _, got = await self._ask(self._post(url, body))
+            texts = _column(got, "documents")
+            owners = (
+                [str(i) for i in _column(got, "ids")]
+                if by_key
+                else [scalar(self._id({"metadata": row})) for row in _column(got, "metadatas")]
+            )
+            for owner, text in zip(owners, texts, strict=True):
+                if owner is not None and isinstance(text, str):
+                    chunks.setdefault(owner, []).append(text)
+        wanted = set(ids)
+        return {doc: cut("\n".join(parts)) for doc, parts in chunks.items() if doc in wanted}
 
     async def _scores(self, ids: list[str], vector: list[float]) -> dict[str, float] | None:
         """Each held id's smallest distance to ``vector`` over its stored vectors (its chunks),

@@ -173,6 +173,10 @@ class PgvectorTarget:
         fingerprint holding either would report changes nobody made (docs/report.md)."""
         return IndexState()
 
+    async def texts(self, ids: Sequence[str]) -> dict[str, str] | None:
+        """None: a table's text column is not configured, so a judge cannot read documents."""
+        return None
+
     async def _search_once(self, vector: list[float], k: int) -> _Ranked:
         """One query; raises ``QueryFailed`` for every kind of failure."""
         self._sent = (vector, k)

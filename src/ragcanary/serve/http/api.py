@@ -19,7 +19,7 @@ from ragcanary.config.units import (
     parse_duration,
     parse_duration_between,
 )
-from ragcanary.errors import UsageError
+from ragcanary.errors import ConfigError, UsageError
 from ragcanary.measure.report_json import marshal
 from ragcanary.measure.run_report import RunReport
 from ragcanary.reports.diff import ForeignRun
@@ -27,7 +27,7 @@ from ragcanary.serve.http.change_routes import add_change_routes
 from ragcanary.serve.http.guard import Guard
 from ragcanary.serve.http.hosts import Hosts
 from ragcanary.serve.http.ui.pages import add_pages
-from ragcanary.serve.service import Refused
+from ragcanary.serve.service import NoSuchJudgment, Refused
 from ragcanary.store.errors import AmbiguousRun, StorageError
 from ragcanary.threads import run_in
 
@@ -51,8 +51,9 @@ _ERRORS = {
     403: "the admin API is disabled: no RAGCANARY_ADMIN_TOKEN is set",
     413: "the request body is over 1 MB",
     429: "too many failure reports from this client; Retry-After says when to try again",
-    404: "no such run, case, change or target, or nothing stored yet to answer with",
-    409: "a change window over 24h without max: true",
+    404: "no such run, case, change, judgment or target, or nothing stored yet to answer with",
+    409: "a change window over 24h without max: true; or a judgment that cannot be decided so "
+    "(not proposed, its case gone or changed, or already labelled): the reason says which",
     422: "a field of the body is wrong: `field` names it, `detail` says what to write",
     503: "storage is unreachable",
 }
@@ -266,5 +267,48 @@ def create_app(service: Service) -> FastAPI:
         return {"candidates": rows}
 
     add_change_routes(app, service, storage, _errors(400, 401, 403, 404, 409, 413, 422, 503))
+
+    @app.get("/api/v1/judgments", responses=_errors(400, 503))
+    async def list_judgments(
+        state: Literal["queued", "proposed", "refused", "accepted", "rejected", "all"] = "proposed",
+        suite: str | None = None,
+        case: str | None = None,
+        run_id: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> dict[str, Any]:
+        """A judge's grades of documents nobody labelled, newest first (docs/judgments.md)."""
+        shown = None if state == "all" else state
+        rows = await storage(service.judgments, shown, suite, case, run_id, limit)
+        return {"judgments": rows}
+
+    @app.get("/api/v1/judgments/{judgment_id}", responses=_errors(404, 503))
+    async def one_judgment(judgment_id: int) -> dict[str, Any]:
+        found = await storage(service.judgment, judgment_id)
+        if found is None:
+            raise HTTPException(404, f"no judgment {judgment_id}")
+        return dict(found)
+
+    @app.post(
+        "/api/v1/judgments/{judgment_id}/{decision}",
+        responses=_errors(400, 401, 403, 404, 409, 413, 503),
+    )
+    async def decide_judgment(
+        judgment_id: int,
+        decision: Literal["accept", "reject"],
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        """Accept (the label is written into the suite file, and the config reloaded) or
+        reject a proposed judgment; 409 when it cannot be, saying why."""
+        try:
+            return await service.decide_judgment(judgment_id, decision == "accept")
+        except StorageError as exc:
+            raise _storage_down(exc) from None
+        except NoSuchJudgment as exc:
+            raise HTTPException(404, str(exc)) from None
+        except ConfigError as exc:
+            raise HTTPException(409, "; ".join(str(p) for p in exc.problems)) from None
+        except UsageError as exc:
+            raise HTTPException(409, str(exc)) from None
+
     add_pages(app, service)
     return app

@@ -31,7 +31,8 @@ BAD_INGEST = "missing or wrong token: send Authorization: Bearer <RAGCANARY_INGE
 
 def is_admin_route(method: str, path: str) -> bool:
     """Routes that change the daemon or read what users asked: reloading the config, pinning
-    baselines, recording and finishing changes, and the list of failure reports."""
+    baselines, recording and finishing changes, deciding judgments, and the list of failure
+    reports."""
     if path.rstrip("/") == "/api/v1/candidates":
         return method != "POST"
     return method == "POST" and (
@@ -39,6 +40,7 @@ def is_admin_route(method: str, path: str) -> bool:
         or path.startswith("/api/v1/baselines/")
         or path.rstrip("/") == "/api/v1/changes"
         or path.startswith("/api/v1/changes/")
+        or path.startswith("/api/v1/judgments/")
     )
 
 

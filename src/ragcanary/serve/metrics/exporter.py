@@ -20,6 +20,7 @@ from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join
 from ragcanary.serve.metrics.families import (
     CANDIDATE_SIGNALS,
     CAUSES,
+    JUDGE_ERRORS,
     PairFamilies,
     ProcessFamilies,
 )
@@ -100,6 +101,7 @@ class Exporter:
         self._info: dict[Gauge, str | None] = {}  # the URL each info gauge shows
         self._storage_measured = False
         self._maintenance: frozenset[Pair] = frozenset()  # pairs inside a change window
+        self._judge_errors: set[tuple[str, str]] = set()  # (judge, reason) series laid out
 
     def load(
         self,
@@ -275,6 +277,28 @@ class Exporter:
         """How many candidates wait for review, per signal they were reported with."""
         for signal in CANDIDATE_SIGNALS:
             self._p.candidates_pending.labels(signal).set(by_signal.get(signal, 0))
+
+    def load_judges(self, judges: Iterable[str]) -> None:
+        """Lay out ``ragcanary_judge_errors_total`` at 0 for each judge of the config; a
+        judge no longer configured loses its series."""
+        wanted = set(judges)
+        for labels in list(self._judge_errors):
+            if labels[0] not in wanted:
+                self._p.judge_errors.remove(*labels)
+                self._judge_errors.discard(labels)
+        for judge in sorted(wanted):
+            for reason in JUDGE_ERRORS:
+                self._p.judge_errors.labels(judge, reason)
+                self._judge_errors.add((judge, reason))
+
+    def count_judge_error(self, judge: str, reason: str, count: int = 1) -> None:
+        """Count ``count`` documents ``judge`` did not grade, for ``reason`` (JUDGE_ERRORS)."""
+        self._p.judge_errors.labels(judge, reason).inc(count)
+        self._judge_errors.add((judge, reason))
+
+    def set_judgments_pending(self, count: int) -> None:
+        """How many proposed judgments wait for review."""
+        self._p.judgments_pending.set(count)
 
     def set_reload_result(self, ok: bool) -> None:
         """Record whether the last configuration reload was accepted."""

@@ -21,6 +21,20 @@ CANDIDATE_SIGNALS = ("thumbs_down", "rephrased", "abandoned", "other")
 # The causes of ragcanary_diagnosis: the report's diagnosis.cause vocabulary (docs/report.md).
 CAUSES = DIAGNOSIS_CAUSES
 CANDIDATE_DROPS = ("invalid", "too_large", "rate_limited", "queue_full", "cap", "unstorable")
+# Why a judge graded no document (serve/grading/): the request's outcome, an answer without a
+# grade (unparseable), no text to grade (no_text), the grading queue full, storage down.
+JUDGE_ERRORS = (
+    "timeout",
+    "connect_error",
+    "http_4xx",
+    "http_5xx",
+    "rate_limited",
+    "bad_response",
+    "unparseable",
+    "no_text",
+    "queue_full",
+    "storage",
+)
 M = TypeVar("M", bound=MetricWrapperBase)
 
 
@@ -252,6 +266,17 @@ class ProcessFamilies:
             self.candidates_pending.labels(signal).set(0)
         for reason in CANDIDATE_DROPS:
             self.candidates_dropped.labels(reason)
+        self.judgments_pending = Gauge(
+            "ragcanary_judgments_pending",
+            "Judgments a judge proposed that wait for a person to accept or reject them.",
+            registry=registry,
+        )
+        self.judge_errors = Counter(
+            "ragcanary_judge_errors_total",
+            "Documents a judge was to grade and did not, by judge and reason.",
+            ("judge", "reason"),
+            registry=registry,
+        )
         self.config_hash = Gauge(
             "ragcanary_config_hash",
             "Always 1; the hash of the effective configuration (secrets left out) is a label.",

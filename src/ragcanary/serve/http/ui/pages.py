@@ -41,6 +41,7 @@ SECURITY_HEADERS = {
 }
 REALM = "ragcanary candidates"  # what the browser names when it asks for the token
 FORM_BYTES = 16_384  # the baseline form is a few hundred bytes
+JUDGMENTS_SHOWN = 200  # the newest judgments a run or case page lists
 
 
 def add_pages(app: FastAPI, service: Service) -> None:
@@ -157,9 +158,13 @@ def add_pages(app: FastAPI, service: Service) -> None:
         page_no: int = Query(1, alias="page", ge=1, le=10_000),
     ) -> Response:
         key = sort if sort in runpage.SORT_KEYS else "severity"
-        return await page(
-            lambda: html("run.html", **views.run(service, run_id, tag, outcome, key, dir, page_no))
-        )
+
+        def build() -> Response:
+            shown = views.run(service, run_id, tag, outcome, key, dir, page_no)
+            judged = service.judgments(None, run_id=shown["report"].run_id, limit=JUDGMENTS_SHOWN)
+            return html("run.html", **shown, judgments=judged)
+
+        return await page(build)
 
     @app.get("/ui/diff", include_in_schema=False)
     async def diff_page(
@@ -180,9 +185,12 @@ def add_pages(app: FastAPI, service: Service) -> None:
         target: str | None = None,
         since: Literal["1d", "7d", "30d"] = "7d",
     ) -> Response:
-        return await page(
-            lambda: html("case.html", **views.case(service, suite, case, target, since))
-        )
+        def build() -> Response:
+            shown = views.case(service, suite, case, target, since)
+            judged = service.judgments(None, suite=suite, case_id=case, limit=JUDGMENTS_SHOWN)
+            return html("case.html", **shown, judgments=judged)
+
+        return await page(build)
 
     def locked(request: Request) -> Response | None:
         """The page that stands in for the candidates' without the admin token: they hold
