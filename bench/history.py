@@ -437,7 +437,9 @@ def render(result: dict[str, Any]) -> str:
     stores = list(measured.values())
     rows = []
     for op, label in _OPERATIONS.items():
-        found = [m["ops"][op] for m in stores]
+        found = [m["ops"][op] for m in stores if op in m["ops"]]
+        if len(found) < len(stores):  # results stored before the operation was timed
+            continue
         cells = [f"{f['ms']:,.1f} ({f['min_ms']:,.1f} to {f['max_ms']:,.1f})" for f in found]
         returned = found[0]["rows"] if found else None
         rows.append([label, *cells, "" if returned is None else f"{returned:,}"])
@@ -515,6 +517,8 @@ def _meaning(result: dict[str, Any], measured: dict[str, Any]) -> str:
     )
     full_scale = {} if result["quick"] else measured  # the previous release's: full scale
     for backend, m in full_scale.items():
+        if "get_report_first" not in m["ops"]:
+            continue
         first, again = m["ops"]["get_report_first"]["ms"], m["ops"]["get_report"]["ms"]
         before = PREVIOUS_GET_REPORT_MS[backend]
         said.append(
