@@ -3,16 +3,20 @@ judged with the stable run as its baseline, and the gate's files written."""
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import AsyncExitStack
 from pathlib import Path
 
+import httpx
 from rich.console import Console
 
 from ragcanary.cli.common import write_output
 from ragcanary.errors import UsageError
 from ragcanary.measure.evaluation import Evaluation
-from ragcanary.measure.results import RunResult
 from ragcanary.measure.run_report import build_report
-from ragcanary.probe.cycle import run_cycle
+from ragcanary.probe.cycle import judge_probed, open_target, probe_opened
+from ragcanary.probe.presets import PresetTarget
+from ragcanary.probe.runner import Embed
 from ragcanary.probe.target import make_client
 from ragcanary.reports.gate import GateResult
 from ragcanary.suites.loaded import LoadedConfig, locate
@@ -35,21 +39,29 @@ def check_names(loaded: LoadedConfig, suite: str, stable: str, candidate: str) -
 
 
 async def gate_targets(loaded: LoadedConfig, suite: str, stable: str, candidate: str) -> GateResult:
-    """The suite's canaries asked of both targets, the stable first; the candidate's run
-    judged with the stable run as its baseline. A target whose answers fit none of its config
-    is named on stderr, located like a config error."""
-    first = await _evaluate(loaded, suite, stable)
-    second = await _evaluate(loaded, suite, candidate, baseline=first.run)
+    """The suite's canaries asked of both targets at once, each within its own concurrency
+    and rate limit; the candidate's run judged with the stable run as its baseline (its index
+    asked about the judged ids the stable run found and it lost). A target whose answers fit
+    none of its config is named on stderr, located like a config error."""
+    async with AsyncExitStack() as stack:
+
+        async def opened(name: str) -> tuple[httpx.AsyncClient, PresetTarget, Embed | None]:
+            client = await stack.enter_async_context(make_client(loaded.config.targets[name]))
+            return (client, *await open_target(stack, loaded, name, client))
+
+        stable_client, stable_target, stable_embed = await opened(stable)
+        client, target, embed = await opened(candidate)
+        stable_run, run = await asyncio.gather(
+            probe_opened(loaded, suite, stable, stable_target, stable_embed),
+            probe_opened(loaded, suite, candidate, target, embed),
+        )
+        first = await judge_probed(
+            loaded, suite, stable, stable_target, stable_client, stable_run, None
+        )
+        second = await judge_probed(loaded, suite, candidate, target, client, run, stable_run)
     for evaluation in (first, second):
         _print_misread(loaded, evaluation)
     return GateResult(suite, build_report(first), build_report(second))
-
-
-async def _evaluate(
-    loaded: LoadedConfig, suite: str, target: str, baseline: RunResult | None = None
-) -> Evaluation:
-    async with make_client(loaded.config.targets[target]) as client:
-        return await run_cycle(loaded, suite, target, client, baseline=baseline)
 
 
 def _print_misread(loaded: LoadedConfig, evaluation: Evaluation) -> None:

@@ -40,8 +40,28 @@ async def run_cycle(
     """
     async with AsyncExitStack() as stack:
         target, embed = await open_target(stack, loaded, target_name, client)
-        run = await _probe(loaded, suite_name, target_name, target, embed, on_result, gate, run_id)
-        evidence = await index_evidence(target, run, baseline)
+        run = await probe_opened(
+            loaded, suite_name, target_name, target, embed, on_result, gate, run_id
+        )
+        return await judge_probed(
+            loaded, suite_name, target_name, target, client, run, baseline, gate
+        )
+
+
+async def judge_probed(
+    loaded: LoadedConfig,
+    suite_name: str,
+    target_name: str,
+    target: PresetTarget,
+    client: httpx.AsyncClient,
+    run: RunResult,
+    baseline: RunResult | None,
+    gate: TargetGate | None = None,
+) -> Evaluation:
+    """``run``, probed on the open ``target``, judged against ``baseline``: the index asked
+    about the judged relevant ids that left their top-k, the target's other endpoints asked
+    the canaries it answered, then the verdict."""
+    evidence = await index_evidence(target, run, baseline)
     endpoints = await ask_endpoints(loaded, suite_name, target_name, run, client, gate=gate)
     return judge_run(loaded, suite_name, target_name, run, baseline, evidence, endpoints)
 
@@ -59,19 +79,22 @@ async def probe_cycle(
     """Ask ``target_name`` every canary of ``suite_name`` once: the run, not judged yet."""
     async with AsyncExitStack() as stack:
         target, embed = await open_target(stack, loaded, target_name, client)
-        return await _probe(loaded, suite_name, target_name, target, embed, on_result, gate, run_id)
+        return await probe_opened(
+            loaded, suite_name, target_name, target, embed, on_result, gate, run_id
+        )
 
 
-async def _probe(
+async def probe_opened(
     loaded: LoadedConfig,
     suite_name: str,
     target_name: str,
     target: PresetTarget,
     embed: Embed | None,
-    on_result: Callable[[CaseResult], None] | None,
-    gate: TargetGate | None,
-    run_id: str | None,
+    on_result: Callable[[CaseResult], None] | None = None,
+    gate: TargetGate | None = None,
+    run_id: str | None = None,
 ) -> RunResult:
+    """Every canary of ``suite_name`` asked of the open ``target`` once (``open_target``)."""
     suite_cfg = loaded.config.suites[suite_name]
     target_cfg = loaded.config.targets[target_name]
     run = await run_suite(
