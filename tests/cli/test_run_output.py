@@ -86,28 +86,32 @@ def test_a_regression_s_reasons_are_floors_then_one_line_a_metric_then_the_broke
     assert lines[0].startswith("hit_rate@5 0.6000 is below the floor 0.7000"), lines
     assert "also below its floor at @1" in lines[0], lines
     drops = lines[1:-2]
-    assert [line.partition("@")[0].partition(" ")[0] for line in drops] == FAMILIES, lines
-    for line in drops[:-1]:  # each names the worst k first, then the others
+    # Every family, bpref, then the note that the judged share fell with them (judged@k).
+    named = [line.partition("@")[0].partition(" ")[0] for line in drops]
+    assert named == [*FAMILIES, "bpref", "judged"], lines
+    assert drops[-1].endswith("new unjudged documents may explain part of this drop"), lines
+    for line in drops[:-3]:  # each names the worst k first, then the others
         worst = line.partition(" ")[0].partition("@")[2]
         others = [f"@{k}" for k in ("1", "3", "5", "10") if k != worst]
         assert line.endswith(f"also dropped at {', '.join(others)})"), line
     assert [line.split(":")[0] for line in lines[-2:]] == ["canary case-00", "canary case-03"]
     report = json.loads((tmp_path / "now.json").read_text(encoding="utf-8"))
     kinds = [f["kind"] for f in report["failures"]]
-    assert (kinds.count("floor"), kinds.count("drop"), kinds.count("min_score")) == (2, 21, 2)
+    assert (kinds.count("floor"), kinds.count("drop"), kinds.count("min_score")) == (2, 22, 2)
     # Each floor and drop records how bad it is, so that readers of stored runs group alike.
     assert all(f["amount"] > 0 for f in report["failures"] if f["kind"] in ("floor", "drop"))
     markdown = (tmp_path / "now.md").read_text(encoding="utf-8")
     section = markdown.partition("### Failures\n\n")[2].partition("\n\n")[0]
-    assert len(section.splitlines()) == len(lines) == 9, section
+    assert len(section.splitlines()) == len(lines) == 11, section
     suite = ET.parse(tmp_path / "now.xml").getroot()[0]
     run = suite.find("testcase[@name='run']/failure")
     assert run is not None
-    assert run.get("message", "").count("more than max_drop") == len(FAMILIES)
+    assert run.get("message", "").count("more than max_drop") == len(FAMILIES) + 1  # bpref
     case = suite.find("testcase[@name='case-00']/failure")
     assert case is not None
-    # One change per metric family of the canary (ap, hit_rate, ndcg, precision, recall, rr)
-    # and the limit it broke, where every metric at every k was 21 changes.
+    # One change per metric family of the canary (ap, bpref, hit_rate, ndcg, precision, recall,
+    # rr) and the limit it broke, where every metric at every k was 22 changes.
     changes = case.get("message", "").split("; ")
-    assert len(changes) == 7, changes
+    assert len(changes) == 8, changes
+    assert "bpref 1 -> 0" in changes
     assert "hit_rate@1 1 -> 0 (also dropped at @3, @5, @10)" in changes
