@@ -61,6 +61,7 @@ DELTA = {"unit": "percentunit"}
 SCORE = {"unit": "none", "decimals": 3}
 COUNT = {"unit": "short", "min": 0, "decimals": 0}
 SECONDS = {"unit": "s", "min": 0}
+BURN = {"unit": "suffix:\u00d7", "min": 0, "decimals": 2}  # times the allowed rate
 VERDICT_MAPPINGS = [
     {
         "type": "value",
@@ -561,6 +562,28 @@ def overview() -> Json:
                     "Seconds since each pair last ran, and since it last had an answered run.",
                     [query(expr, f"{pair} {name.lower()}") for name, expr in ages],
                     unit=SECONDS,
+                ),
+            ],
+        ),
+        (
+            8,
+            [
+                timeseries(
+                    "SLO error budget left",
+                    "Share of each quality SLO's error budget left over its window (slo: in "
+                    "the config, docs/slo.md): 100 % untouched, 0 spent, below 0 overspent. "
+                    "Read by the daemons from the stored runs; no line while the window holds "
+                    "no answered canary.",
+                    [query(fleet(sel("ragcanary_slo_budget_remaining")), pair)],
+                    unit=DELTA,
+                ),
+                timeseries(
+                    "SLO burn rate",
+                    "How many times as fast as its SLO allows each pair spends its budget, "
+                    "over the last hour and 6 hours: 1 spends it exactly in the window; the "
+                    "page fires above 14.4 (1 h and 5 min), the ticket above 6 (6 h and 30 min).",
+                    [query(fleet(sel("ragcanary_slo_burn_rate")), pair + " {{window}}")],
+                    unit=BURN,
                 ),
             ],
         ),

@@ -32,6 +32,7 @@ from ragcanary.config.model import (
     TargetConfig,
     Thresholds,
 )
+from ragcanary.config.slo import SloConfig
 from ragcanary.measure.cases import Case
 from ragcanary.probe.runner import PACE, PACED_GAP_BELOW_S, START_SPREAD_S
 
@@ -425,6 +426,22 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "A relevant id that no canary got back in this many answered runs is a stale label (`ragcanary_stale_labels`).",
         "100",
     ),
+    "SuiteConfig.slo": (
+        "The suite's quality SLO: the share of canary answers that must be good over a rolling window; see *slo* and docs/slo.md.",
+        '{objective: 0.99, window: 30d, good: "hit_rate@5"}',
+    ),
+    "SloConfig.objective": (
+        "The share of events promised good, above 0 and below 1. Below 1 - 1/14.4 (about 0.9306) the page (a 14.4x burn) can never fire: 14.4 times the budget is over 100 % of the events.",
+        "0.99",
+    ),
+    "SloConfig.window": (
+        "The rolling window the objective holds over (at least 3d, at most `retention`): the budget is 1 - objective of its events; the alerts' factors keep the workbook's shares of it.",
+        "28d",
+    ),
+    "SloConfig.good": (
+        "What a good answer is: a metric at 1 (`hit_rate@5`, `mrr`), or at least a floor (`ndcg@10 >= 0.5`); any of hit_rate, precision, recall, ndcg, map at a k in `k`, or mrr. Each answered, labelled canary of an answered run is one event; negative, label-free and unanswered canaries are none.",
+        "ndcg@10 >= 0.5",
+    ),
     "Case.id": ("Unique id of the canary (what `history --case` takes).", "reset-password"),
     "Case.query": ("The query sent (at most 10,000 characters).", "how do I reset my password"),
     "Case.relevant": (
@@ -451,6 +468,7 @@ SECTIONS = (
     ("targets.NAME.fetch", FetchConfig),
     ("suites.NAME", SuiteConfig),
     ("suites.NAME.thresholds", Thresholds),
+    ("suites.NAME.slo", SloConfig),
     ("candidates", CandidatesConfig),
     ("candidates.redact items", Redaction),
     ("Suite file cases (`cases:` items)", Case),

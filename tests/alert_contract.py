@@ -30,6 +30,10 @@ CONTRACT = {
     "RagCanaryConfigReloadFailed",
 }
 
+# The alerts `ragcanary rules` generates for the suites' SLOs (deploy/prometheus/slo.yml,
+# docs/slo.md), with runbooks like the others.
+SLO_ALERTS = {"RagCanarySLOBurnFast", "RagCanarySLOBurnSlow"}
+
 
 def alert_rules() -> list[dict[str, Any]]:
     """Every alerting rule of ALERTS, in file order (recording rules left out)."""

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from factories import case_entry, run_report
 
+from ragcanary.measure.slo import GoodAnswer, Objective
 from ragcanary.serve.metrics.exporter import Exporter, SuitePairs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,8 +45,12 @@ def _exported_labels() -> dict[str, set[str]]:
     """Every series name a daemon exports after one answered run, with its label names."""
     exporter = Exporter()
     limits = {"max_drop": 0.02, "min_rank_overlap": 0.7, "hit_rate@5": 0.6}
-    spec = SuitePairs(targets=("search",), ks=(1, 5), thresholds=limits, interval_seconds=60.0)
+    slo = Objective(0.99, 30 * 86400.0, GoodAnswer("hit_rate@5"))
+    spec = SuitePairs(
+        targets=("search",), ks=(1, 5), thresholds=limits, interval_seconds=60.0, slo=slo
+    )
     exporter.load({"core": spec}, config_hash="0123456789ab", ui_url="http://127.0.0.1:9464")
+    exporter.set_budget("core", "search", 0.5, {"1h": 2.0, "6h": 1.0})
     exporter.observe_run(
         run_report(
             metrics={f"{m}@5": 1.0 for m in build.CUT_OFF_METRICS} | {"mrr": 1.0},

@@ -410,7 +410,7 @@ def test_compose_answers_its_scrape_and_its_links_but_no_other_host() -> None:
 
 def test_compose_prometheus_config_and_rules_pass_promtool() -> None:
     config = DEPLOY / "prometheus" / "prometheus.yml"
-    assert _load(config)["rule_files"] == ["alerts.yml"]
+    assert _load(config)["rule_files"] == ["alerts.yml", "slo.yml"]
     result = subprocess.run(
         [prometheus_binary("promtool"), "check", "config", str(config)],
         capture_output=True,
@@ -663,11 +663,12 @@ GROUP_FIELDS = {"name", "interval", "rules", "limit", "query_offset", "partial_r
 RULE_FIELDS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
 
 
+@pytest.mark.parametrize("name", ["ragcanary", "ragcanary-slo"])  # alerts.yml, the SLO rules
 def test_prometheusrule_is_well_formed_and_passes_promtool(
-    rendered: tuple[str, list[dict[str, Any]]], tmp_path: Path
+    rendered: tuple[str, list[dict[str, Any]]], tmp_path: Path, name: str
 ) -> None:
     _, resources = rendered
-    rule = _one(resources, "PrometheusRule")
+    rule = _one(resources, "PrometheusRule", name)
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["metadata"]["name"]
     groups = rule["spec"]["groups"]

@@ -135,6 +135,8 @@ def add_vector_suite(config: Path, retriever: str, embedder: str) -> None:
         "k": [1, 3, 5, 10],
         "thresholds": {"hit_rate": {5: 0.6}},
         "stale_label_runs": 2,  # so the stale labels panel has a value within seconds
+        # The dashboards show this first suite: the SLO panels need one (docs/slo.md).
+        "slo": {"objective": 0.9, "window": "30d", "good": "hit_rate@5"},
     }
     config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
 

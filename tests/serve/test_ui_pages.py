@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from alert_contract import CONTRACT
+from alert_contract import CONTRACT, SLO_ALERTS
 from factories import run_report
 from retrievers import FakeRetriever, target_entry
 
@@ -461,7 +461,7 @@ async def test_the_static_assets_and_the_vendored_chart_are_served(
 
 async def test_every_alert_s_runbook_is_a_page_of_the_daemon(ui: httpx.AsyncClient) -> None:
     """What an alert's runbook_url opens: the runbook, its links to the others as pages."""
-    for alert in sorted(CONTRACT):
+    for alert in sorted(CONTRACT | SLO_ALERTS):
         response = await ui.get(f"/ui/runbooks/{alert}")
         assert response.status_code == 200, alert
         text = _page(response)
@@ -472,14 +472,14 @@ async def test_every_alert_s_runbook_is_a_page_of_the_daemon(ui: httpx.AsyncClie
     assert 'href="/ui/runbooks/#re-baselining-after-an-intended-change"' in regression
     assert "<pre><code>ragcanary diff --suite S --target T" in regression
     index = _page(await ui.get("/ui/runbooks/"))
-    for alert in CONTRACT:
+    for alert in CONTRACT | SLO_ALERTS:
         assert f'<a href="/ui/runbooks/{alert}">{alert}</a>' in index
     for missing in ("RagCanaryNoSuchAlert", "README", "..%2Fpages.py", "RagCanaryStale.md"):
         assert (await ui.get(f"/ui/runbooks/{missing}")).status_code == 404, missing
     # Names asked for that have no runbook are not kept: a client cannot grow the cache.
     for i in range(50):
         assert (await ui.get(f"/ui/runbooks/RagCanaryMadeUp{i}")).status_code == 404
-    assert runbookpage._rendered.cache_info().currsize <= len(CONTRACT) + 1
+    assert runbookpage._rendered.cache_info().currsize <= len(CONTRACT | SLO_ALERTS) + 1
 
 
 # Pure parts -----------------------------------------------------------------------------------

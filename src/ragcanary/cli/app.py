@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 
 from ragcanary import __version__
-from ragcanary.cli import authoring, changing, gating, inspecting, probing, reviewing
+from ragcanary.cli import (
+    authoring,
+    changing,
+    gating,
+    inspecting,
+    objectives,
+    probing,
+    reviewing,
+)
 
 app = typer.Typer(
     name="ragcanary",
@@ -69,6 +77,8 @@ app.command()(inspecting.runs)
 app.command()(inspecting.export)
 storage_app.command("stats")(inspecting.storage_stats)
 app.command()(probing.calibrate)
+app.command()(objectives.slo)
+app.command()(objectives.rules)
 candidates_app.command("list")(authoring.candidates_list)
 candidates_app.command("show")(authoring.candidates_show)
 candidates_app.command("promote")(authoring.candidates_promote)

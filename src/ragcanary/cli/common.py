@@ -35,8 +35,10 @@ UrlOption = Annotated[
 ]
 
 
-def load(option: Path | None, *, query_targets: bool = True) -> LoadedConfig:
-    return load_config(config_path(option, os.environ), os.environ, query_targets=query_targets)
+def load(option: Path | None, *, query_targets: bool = True, cases: bool = True) -> LoadedConfig:
+    return load_config(
+        config_path(option, os.environ), os.environ, query_targets=query_targets, cases=cases
+    )
 
 
 def read_only(option: Path | None) -> LoadedConfig:

@@ -98,6 +98,8 @@ suites:
     thresholds:
       hit_rate: {{5: 0.6}}
       max_drop: 0.02
+    # 80 % of the canaries answered with a relevant document in the top 5 (healthy: 82 %).
+    slo: {{objective: 0.8, window: 30d, good: "hit_rate@5"}}
 """
 
 

@@ -35,6 +35,7 @@ from ragcanary.config.fields import (
 from ragcanary.config.judges import JudgeConfig
 from ragcanary.config.problems import fix_error as _fix
 from ragcanary.config.schedule import DEFAULT_EVERY_S, build_trigger
+from ragcanary.config.slo import SloConfig
 from ragcanary.config.target import TargetConfig, sendable_headers
 
 FLOOR_METRICS = ("hit_rate", "precision", "recall", "ndcg", "map", "judged")
@@ -105,6 +106,8 @@ class SuiteConfig(Strict):
     stale_label_runs: int = Field(default=50, ge=1)
     # The judge (a name under judges:) that grades unlabelled ids entering a canary's top-k.
     judge: str | None = None
+    # The suite's quality SLO (docs/slo.md); None: no SLO counters, rules or budget.
+    slo: SloConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -180,6 +183,19 @@ class SuiteConfig(Strict):
         if errors:  # every one of them, not only the first
             raise ValidationError.from_exception_data("Thresholds", errors)
         return thresholds
+
+    @field_validator("slo")
+    @classmethod
+    def _good_at_reported_k(cls, slo: SloConfig | None, info: ValidationInfo) -> SloConfig | None:
+        k = info.data.get("k")
+        cutoff = slo.answer().k if slo is not None else None
+        if k and cutoff is not None and cutoff not in k:
+            raise _fix(
+                f"{slo.answer().metric if slo else ''} is never computed: {cutoff} is not in k",
+                f"add {cutoff} to k, or use one of {', '.join(map(str, k))}",
+                "good",
+            )
+        return slo
 
 
 class EmbeddingConfig(Strict):

@@ -135,6 +135,10 @@ def _fields_at(model: type[BaseModel], where: NodePath) -> list[str]:
         if get_origin(annotation) is dict and parts:
             annotation = get_args(annotation)[1]
             parts.pop(0)
+        # An optional section (``slo: SloConfig | None``) is its model when written.
+        models = [a for a in get_args(annotation) if isinstance(a, type) and a is not type(None)]
+        if get_origin(annotation) is not dict and len(models) == 1:
+            annotation = models[0]
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return []
         model = annotation

@@ -4,6 +4,8 @@ the size of the store."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -21,6 +23,9 @@ INTAKE_FLUSH_S = 0.2  # failure reports are written in batches this often
 PENDING_AFTER_CHANGE_S = 1.0  # while batches are stored, the pending gauge is read this often
 PENDING_REFRESH_S = 15.0  # and at least this often (a review closes candidates elsewhere)
 STORAGE_SIZE_S = 60.0  # the store's size is measured this often, and after each prune
+# The SLOs' budgets are read from the stored runs this often, or as often as the most
+# frequent SLO suite runs (at least every second).
+SLO_BUDGET_S = 60.0
 
 
 async def keep_storing(keeper: RunKeeper, exporter: Exporter) -> None:
@@ -67,6 +72,24 @@ async def measure_storage(keeper: RunKeeper, exporter: Exporter) -> None:
     size = await keeper.call(stored_bytes, keeper.store)
     if size is not None:
         exporter.set_storage_bytes(size)
+
+
+async def keep_budgets(
+    keeper: RunKeeper,
+    exporter: Exporter,
+    budgets: Callable[[str | None, str | None], list[dict[str, Any]]],
+    every_s: Callable[[], float],
+) -> None:
+    """Export each SLO's budget left and burn rates, read from storage in a worker thread now
+    and every ``every_s()`` seconds (each read takes only the runs stored since the last);
+    during an outage the gauges keep what was read last."""
+    while True:
+        rows = await keeper.call(budgets, None, None)
+        for row in rows or ():
+            exporter.set_budget(
+                row["suite"], row["target"], row["budget_remaining"], row["burn_rate"]
+            )
+        await asyncio.sleep(every_s())
 
 
 async def flush_intake(intake: Intake) -> None:

@@ -33,8 +33,10 @@ from ragcanary.probe.runner import TargetGate
 from ragcanary.probe.target import make_client
 from ragcanary.redact import Redactor
 from ragcanary.serve.background import (
+    SLO_BUDGET_S,
     STORAGE_SIZE_S,
     flush_intake,
+    keep_budgets,
     keep_intake,
     keep_measuring,
     keep_storing,
@@ -50,7 +52,7 @@ from ragcanary.serve.replicas.claims import Claim, adopt_tick, claim_tick, orpha
 from ragcanary.serve.replicas.heartbeats import HEARTBEAT_S, Replicas
 from ragcanary.serve.replicas.shown_runs import ShownRuns
 from ragcanary.serve.schedule.connections import Connections
-from ragcanary.serve.schedule.jobs import JobKey, Jobs, job_triggers
+from ragcanary.serve.schedule.jobs import JobKey, Jobs, interval_seconds, job_triggers
 from ragcanary.serve.schedule.judging import Judge
 from ragcanary.serve.schedule.live_search import search_now
 from ragcanary.serve.schedule.reloading import Changes, ReloadResult, compare
@@ -142,6 +144,7 @@ class Daemon:
         self._storage_task: asyncio.Task[None] | None = None
         self.storage_size_s = storage_size_s  # how often ragcanary_storage_bytes is measured
         self._size_task: asyncio.Task[None] | None = None
+        self._budget_task: asyncio.Task[None] | None = None
         self.jobs = Jobs(
             self._run_job, rng=rng or random.Random(), on_grid=self.replicas is not None
         )
@@ -156,6 +159,17 @@ class Daemon:
     @property
     def store(self) -> Store:
         return self.keeper.store
+
+    def _budget_every(self) -> float:
+        """How often the SLOs' budget gauges are read: as often as an SLO suite runs, from
+        every second to every SLO_BUDGET_S."""
+        now = datetime.now(UTC)
+        intervals = [
+            interval_seconds(suite, now)
+            for suite in self.loaded.config.suites.values()
+            if suite.slo is not None
+        ]
+        return max(1.0, min([SLO_BUDGET_S, *intervals]))
 
     @property
     def scheduler(self) -> AsyncIOScheduler:
@@ -186,6 +200,9 @@ class Daemon:
         )
         self._size_task = asyncio.get_running_loop().create_task(
             keep_measuring(self.keeper, self.exporter, self.storage_size_s)
+        )
+        self._budget_task = asyncio.get_running_loop().create_task(
+            keep_budgets(self.keeper, self.exporter, self.service.slo_budgets, self._budget_every)
         )
         if self.replicas is not None:
             await self.replicas.beat()
@@ -236,6 +253,7 @@ class Daemon:
             self._intake_task,
             self._size_task,
             self._windows_task,
+            self._budget_task,
         )
         for background in background_tasks:
             if background is not None:

@@ -9,6 +9,7 @@ from ragcanary.errors import UsageError
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.reports.oncall import case_history, diff_runs, relevant_ids, run_diff
 from ragcanary.reports.pinned_config import flag_baselines
+from ragcanary.reports.slo_budget import budget_rows, objectives
 from ragcanary.serve.grading import review
 from ragcanary.serve.grading.worker import Grading
 from ragcanary.serve.intake.queue import Intake
@@ -31,6 +32,7 @@ from ragcanary.store.changes import ChangeStore
 from ragcanary.store.judgments import JudgmentStore
 from ragcanary.store.keeper import RunKeeper
 from ragcanary.store.run_ids import resolve_run_id
+from ragcanary.store.slo_events import SloLedger
 from ragcanary.store.storage import Store
 from ragcanary.suites.loaded import LoadedConfig
 from ragcanary.threads import run_in
@@ -40,7 +42,9 @@ class DaemonService:
     """A ``serve.service.Service`` over one daemon's store, keeper, exporter and intake.
 
     Every read goes to storage as it is asked: nothing is cached here, so what the API and
-    the pages say is what storage holds (any replica answers alike).
+    the pages say is what storage holds (any replica answers alike). The one exception is
+    the SLO ledger, which keeps the events of stored runs (they never change) and reads the
+    new ones at each ask.
     """
 
     def __init__(
@@ -56,7 +60,9 @@ class DaemonService:
         search: Callable[[str, list[str], int, OnAnswer], Awaitable[None]],
         windows_changed: Callable[[], Awaitable[None]],
         grading: Callable[[], Grading] | None = None,
+        ledger: SloLedger | None = None,
     ) -> None:
+        self.ledger = ledger if ledger is not None else SloLedger()
         self._loaded = loaded
         self._keeper = keeper
         self._exporter = exporter
@@ -167,6 +173,11 @@ class DaemonService:
 
     def newest_runs(self, pairs: Iterable[Pair], *, answered: bool = False) -> dict[Pair, RunMark]:
         return overview.newest_runs(self._store, pairs, answered=answered)
+
+    def slo_budgets(self, suite: str | None, target: str | None) -> list[Row]:
+        slos = objectives(self.loaded.config.suites, suite, target)
+        budgets = self.ledger.budgets(self._store, slos, datetime.now(UTC))
+        return budget_rows(budgets, slos)
 
     def baselines(self) -> list[Row]:
         rows = self._store.baselines()

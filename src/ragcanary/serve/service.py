@@ -183,6 +183,11 @@ class Service(Protocol):
         """Each pair's newest run (its newest answered one, if ``answered``)."""
         ...
 
+    def slo_budgets(self, suite: str | None, target: str | None) -> list[Row]:
+        """The error budget of each configured SLO's pair (of ``suite`` / ``target``), from
+        the stored runs of its window (docs/slo.md)."""
+        ...
+
     def baselines(self) -> list[Row]:
         """Every pinned baseline: suite, target, run_id, set_at, and config_changes: what of
         the config changed since it was measured (``reports.pinned_config``)."""

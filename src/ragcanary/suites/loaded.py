@@ -21,6 +21,7 @@ from ragcanary.config.environment import expand, overrides, variable
 from ragcanary.config.model import Config, mentions_query, password_of
 from ragcanary.config.problems import explain, suggest
 from ragcanary.config.target import URL_EXAMPLE
+from ragcanary.config.units import format_duration
 from ragcanary.config.yamlfile import Document, NodePath, dotted, load_yaml, read_text
 from ragcanary.errors import ConfigError, Problem
 from ragcanary.measure.cases import Suite
@@ -50,9 +51,12 @@ class LoadedConfig:
 
 
 def load_config(
-    path: Path, environ: Mapping[str, str], *, query_targets: bool = True
+    path: Path, environ: Mapping[str, str], *, query_targets: bool = True, cases: bool = True
 ) -> LoadedConfig:
     """Read and validate the config at ``path`` and load every suite file it names.
+
+    ``cases=False`` leaves the suite files unread (``suites`` empty): for commands that need
+    the config alone, such as ``rules``, where the files are mounted elsewhere.
 
     ``${VAR}`` in string values is expanded from ``environ`` after parsing, and
     ``RAGCANARY_*`` variables override top-level settings. Raises ``ConfigError``
@@ -96,8 +100,10 @@ def load_config(
                 problems.append(Problem(source, dotted(where), message, fix))
             else:
                 problems.append(doc.problem(where, message, fix))
-    suites, suite_problems = _load_suites(doc, path.parent)
+    suites, suite_problems = _load_suites(doc, path.parent) if cases else ({}, [])
     problems += _check_targets(doc) + _check_suites(doc)
+    if config is not None:
+        problems += _check_slo_windows(doc, config)
     problems += [p for p in suite_problems if p.file == file]
     problems.sort(key=lambda p: (p.line is None, p.line or 0))  # the file's own, top to bottom
     problems += [p for p in suite_problems if p.file != file]
@@ -232,6 +238,21 @@ def _check_suites(doc: Document) -> list[Problem]:
                 problems.append(doc.problem(("suites", name, "k", index), message, fix))
             seen.add(value)
     return problems
+
+
+def _check_slo_windows(doc: Document, config: Config) -> list[Problem]:
+    """An SLO window longer than ``retention``: its budget would be counted from runs that
+    were pruned (docs/slo.md)."""
+    return [
+        doc.problem(
+            ("suites", name, "slo", "window"),
+            f"the window {format_duration(suite.slo.window)} is longer than retention "
+            f"({format_duration(config.retention)}): its oldest runs would be pruned",
+            f"shorten the window, or set retention: {format_duration(suite.slo.window)} or more",
+        )
+        for name, suite in config.suites.items()
+        if suite.slo is not None and suite.slo.window > config.retention
+    ]
 
 
 def _load_suites(doc: Document, base: Path) -> tuple[dict[str, Suite], list[Problem]]:

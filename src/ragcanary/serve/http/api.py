@@ -197,6 +197,11 @@ def create_app(service: Service) -> FastAPI:
         rows = await storage(service.case_history, suite, case, target, timedelta(seconds=window))
         return {"suite": suite, "case": case, "history": rows}
 
+    @app.get("/api/v1/slo", responses=_errors(503))
+    async def slo(suite: str | None = None, target: str | None = None) -> dict[str, Any]:
+        """Each SLO's error budget and burn rates, from the stored runs of its window."""
+        return {"slo": await storage(service.slo_budgets, suite, target)}
+
     @app.get("/api/v1/baselines", responses=_errors(503))
     async def baselines() -> dict[str, Any]:
         return {"baselines": await storage(service.baselines)}

@@ -70,6 +70,7 @@ def suite_pairs(loaded: LoadedConfig, now: datetime | None = None) -> dict[str, 
             case_ids=tuple(c.id for c in loaded.suites[name].cases),
             thresholds=verdict_thresholds(cfg),
             interval_seconds=interval_seconds(cfg, at),
+            slo=cfg.slo.objective_of() if cfg.slo is not None else None,
         )
         for name, cfg in loaded.config.suites.items()
     }

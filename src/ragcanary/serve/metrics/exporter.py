@@ -16,6 +16,7 @@ import ragcanary
 from ragcanary.measure.lost_ids import AnnRecall
 from ragcanary.measure.results import OUTCOMES
 from ragcanary.measure.run_report import Absent, CaseEntry, RunReport
+from ragcanary.measure.slo import GoodAnswer, Objective, run_events
 from ragcanary.serve.metrics.exposition import MergedCollector, PairSeries, join_text
 from ragcanary.serve.metrics.families import (
     CANDIDATE_SIGNALS,
@@ -46,12 +47,14 @@ class SuitePairs:
     # exported so alert rules read the suite's own limits instead of copies of the defaults.
     thresholds: Mapping[str, float] = field(default_factory=dict)
     interval_seconds: float | None = None  # the schedule's interval (cron: its median gap)
+    slo: Objective | None = None  # the suite's quality SLO (docs/slo.md)
 
 
 @dataclass(frozen=True)
 class _Layout:
     ks: frozenset[str]
     cases: frozenset[str]  # cases admitted to per-case series (empty when not opted in)
+    good: GoodAnswer | None = None  # what the SLO counts as good; None: no SLO
 
 
 def per_case_admission(spec: SuitePairs, limit: int) -> tuple[tuple[str, ...], int]:
@@ -133,7 +136,8 @@ class Exporter:
             if pair not in self._pairs:
                 self._pairs[pair] = PairSeries(self._f.factories)
             admitted, dropped = per_case_admission(spec, self._per_case_limit)
-            layout = _Layout(frozenset(str(k) for k in spec.ks), frozenset(admitted))
+            good = spec.slo.good if spec.slo is not None else None
+            layout = _Layout(frozenset(str(k) for k in spec.ks), frozenset(admitted), good)
             self._layouts[pair] = layout
             self._prune(pair, layout)
             for outcome in RUN_OUTCOMES:
@@ -152,6 +156,7 @@ class Exporter:
             else:
                 self._remove(pair, lambda metric, labels: metric is self._f.case_dropped)
             self._load_settings(pair, spec)
+            self._load_slo(pair, spec.slo)
 
     def _set_info(self, gauge: Gauge, url: str | None) -> None:
         """Show ``url`` in the info ``gauge`` (``{url}``), in place of the previous one."""
@@ -178,6 +183,44 @@ class Exporter:
             self._child(self._f.threshold, pair, name).set(threshold)
         if spec.interval_seconds is not None:
             self._child(self._f.interval, pair).set(spec.interval_seconds)
+
+    def _load_slo(self, pair: Pair, slo: Objective | None) -> None:
+        """The SLO's counters at 0 (kept across reloads) and its objective; none without one."""
+        families = (
+            self._f.slo_events,
+            self._f.slo_good,
+            self._f.slo_objective,
+            self._f.slo_remaining,
+            self._f.slo_burn,
+        )
+        if slo is None:
+            self._remove(pair, lambda metric, labels: metric in families)
+            return
+        self._child(self._f.slo_events, pair)
+        self._child(self._f.slo_good, pair)
+        self._child(self._f.slo_objective, pair).set(slo.objective)
+
+    def set_budget(
+        self, suite: str, target: str, remaining: float | None, burn: Mapping[str, float | None]
+    ) -> None:
+        """Show a pair's error budget left and burn rates (None: no event, the series goes)."""
+        pair = (suite, target)
+        layout = self._layouts.get(pair)
+        if layout is None or layout.good is None:
+            return  # a pair or SLO a reload removed meanwhile
+        values: dict[Setting, float | None] = {(self._f.slo_remaining, ()): remaining}
+        values.update({(self._f.slo_burn, (window,)): rate for window, rate in burn.items()})
+        self._remove(
+            pair,
+            lambda metric, labels: (
+                metric in (self._f.slo_remaining, self._f.slo_burn)
+                and values.get((metric, labels)) is None
+            ),
+        )
+        for (gauge, labels), value in values.items():
+            if value is not None:
+                self._child(gauge, pair, *labels).set(value)
+        self._pairs[pair].families()
 
     def observe_run(self, report: RunReport, *, counted: bool = True) -> None:
         """Account one run from its report.
@@ -229,6 +272,11 @@ class Exporter:
         duration = report.duration_s
         if duration is not None and duration >= 0:
             self._child(self._f.run_duration, pair).observe(duration)
+        good = self._layouts[pair].good
+        if good is not None:
+            counted = run_events(report, good)
+            self._child(self._f.slo_events, pair).inc(counted.events)
+            self._child(self._f.slo_good, pair).inc(counted.good)
 
     def exposition(self) -> bytes:
         """What ``generate_latest(self.registry)`` renders, re-rendering only changed pairs."""

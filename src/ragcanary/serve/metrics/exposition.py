@@ -66,14 +66,18 @@ def split_families(text: bytes) -> list[Family]:
 def join_text(base: bytes, pairs: Collection[PairSeries]) -> bytes:
     """The whole exposition: ``base`` and then every family with the samples of all pairs.
 
-    Every pair registers the same metrics in the same order, so the n-th family of one pair
-    is the n-th family of every other.
+    Every pair registers the same metrics in the same order, but a family without samples
+    renders nothing (the SLO counters of a pair without an SLO), so families are matched by
+    their HELP and TYPE lines, in the order they first appear.
     """
-    rendered = [series.families() for series in pairs]
+    joined: dict[bytes, list[bytes]] = {}
+    for series in pairs:
+        for header, samples in series.families():
+            joined.setdefault(header, []).append(samples)
     parts = [base]
-    for family in zip(*rendered, strict=True):
-        parts.append(family[0][0])
-        parts.extend(samples for _, samples in family)
+    for header, samples_of_pairs in joined.items():
+        parts.append(header)
+        parts.extend(samples_of_pairs)
     return b"".join(parts)
 
 
@@ -92,10 +96,12 @@ class MergedCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._base.collect()
-        collected = [list(series.registry.collect()) for series in self._pairs.values()]
-        for family in zip(*collected, strict=True):
-            first = family[0]
-            merged = Metric(first.name, first.documentation, first.type, first.unit)
-            for metric in family:
-                merged.samples.extend(metric.samples)
-            yield merged
+        merged: dict[str, Metric] = {}
+        for series in self._pairs.values():
+            for metric in series.registry.collect():
+                into = merged.get(metric.name)
+                if into is None:
+                    into = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                    merged[metric.name] = into
+                into.samples.extend(metric.samples)
+        yield from merged.values()

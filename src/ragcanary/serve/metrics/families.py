@@ -172,6 +172,31 @@ class PairFamilies:
         self.interval = self._gauge(
             "interval_seconds", "The schedule's interval between runs (cron: the median gap)."
         )
+        # The suite's quality SLO (docs/slo.md): this replica's events, and the objective.
+        self.slo_events = self._per_pair(
+            Counter,
+            "ragcanary_slo_events_total",
+            "Answered labelled canaries of answered runs this replica judged for the suite's SLO.",
+        )
+        self.slo_good = self._per_pair(
+            Counter,
+            "ragcanary_slo_good_total",
+            "The SLO events whose good metric was 1 (or at least the SLO's floor).",
+        )
+        self.slo_objective = self._gauge(
+            "slo_objective", "The suite's SLO objective: the share of events promised good."
+        )
+        self.slo_remaining = self._gauge(
+            "slo_budget_remaining",
+            "Share of the SLO's error budget left over its window, from the stored runs (1"
+            " untouched, below 0 overspent; absent while the window holds no event).",
+        )
+        self.slo_burn = self._gauge(
+            "slo_burn_rate",
+            "How many times as fast as the SLO allows the budget went over the window, from"
+            " the stored runs (absent while the window holds no event).",
+            "window",
+        )
         self.aggregates: frozenset[MetricWrapperBase] = frozenset(
             {
                 *self.cut_off.values(),

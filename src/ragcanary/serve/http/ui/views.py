@@ -107,6 +107,8 @@ def fleet(service: Service, memos: Memos, suite: str | None, target: str | None)
         "counts": counts,
         "status_text": fleetpage.STATUS_TEXT,
         "any_embedding": any(r.embedding_drift is not None for r in ordered),
+        # Each SLO's error budget left and burn rate over its window (docs/slo.md).
+        "budgets": {(b["suite"], b["target"]): b for b in service.slo_budgets(suite, target)},
         "filtered": suite is not None or target is not None,
         "now": now,
         **_changes(service, now),
