@@ -49,6 +49,7 @@ BENCHMARKS = (
     "ui",
     "detection",
     "intake",
+    "power",
 )
 
 

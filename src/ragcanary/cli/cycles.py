@@ -166,9 +166,16 @@ def compare_table(evaluation: Evaluation, a: str, b: str) -> Table:
 
 
 async def calibrate_noise(
-    loaded: LoadedConfig, suite: str, target: str, runs: int, console: Console
+    loaded: LoadedConfig,
+    suite: str,
+    target: str,
+    runs: int,
+    console: Console,
+    power: bool = False,
+    drop: float | None = None,
 ) -> None:
-    """`ragcanary calibrate`: N runs of the unchanged system and the noise they show."""
+    """`ragcanary calibrate`: N runs of the unchanged system and the noise they show; with
+    ``power``, the smallest drops the verdict detects at that noise (and what ``drop`` needs)."""
     from ragcanary.measure.calibrate import measure_noise
 
     results = []
@@ -203,6 +210,12 @@ async def calibrate_noise(
     console.print(f"suggested thresholds (suites.{suite}.thresholds):")
     for key, value in noise.suggested.items():
         console.print(f"  {key}: {value:g}")
+    if power:
+        from ragcanary.cli.power import print_power
+        from ragcanary.measure.calibrate import power_canaries
+
+        calibrated = power_canaries(results, settings)
+        print_power(console, calibrated, settings.policy, suite, drop)
 
 
 async def check_live(loaded: LoadedConfig, console: Console) -> int:

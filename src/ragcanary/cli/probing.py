@@ -189,15 +189,33 @@ def calibrate(
     suite: SuiteOption,
     target: TargetOption,
     runs: Annotated[int, typer.Option(min=2, help="How many runs of the unchanged system.")] = 5,
+    power: Annotated[
+        bool,
+        typer.Option(
+            "--power", help="Also the smallest drop of each metric the verdict detects (80%)."
+        ),
+    ] = False,
+    drop: Annotated[
+        float | None,
+        typer.Option(
+            help="How many canaries a drop this large (0 to 1) needs; implies --power.",
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Run the unchanged system N times; show the noise of every signal and fitting thresholds."""
+    """Run the unchanged system N times; show the noise of every signal and fitting thresholds.
+
+    With --power, also the statistical power of the verdict at this noise (docs/cli.md).
+    """
     from ragcanary.cli.cycles import calibrate_noise
 
     with running():
+        if drop is not None and not 0.0 < drop <= 1.0:
+            raise UsageError(f"--drop {drop:g}: a drop of a metric lies in (0, 1]; try --drop 0.01")
         loaded = load(config)
         pairs(loaded, suite, target)
-        asyncio.run(calibrate_noise(loaded, suite, target, runs, Console()))
+        wanted = power or drop is not None
+        asyncio.run(calibrate_noise(loaded, suite, target, runs, Console(), wanted, drop))
 
 
 def demo(

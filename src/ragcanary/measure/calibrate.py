@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean, pstdev
 
-from ragcanary.measure.drift import compare_runs
-from ragcanary.measure.metrics import is_judged_share
+from ragcanary.measure.drift import align_run, compare_runs
+from ragcanary.measure.metrics import aggregate_name, is_judged_share
+from ragcanary.measure.power import Canary
 from ragcanary.measure.results import RunResult
-from ragcanary.measure.scoring import score_run
+from ragcanary.measure.scoring import RunScores, score_run
 from ragcanary.measure.settings import Settings
 
 
@@ -105,3 +106,53 @@ def measure_noise(runs: Sequence[RunResult], settings: Settings) -> Noise:
         coverage=coverage,
         suggested=suggested,
     )
+
+
+@dataclass(frozen=True)
+class Canaries:
+    """The calibration runs as the power model reads them (``power.detectable``).
+
+    ``exact`` when no result kept in two runs changed its score: a deterministic target.
+    """
+
+    canaries: tuple[Canary, ...]
+    exact: bool
+
+
+def power_canaries(runs: Sequence[RunResult], settings: Settings) -> Canaries:
+    """Every canary labelled and answered in all runs: its value of each metric in each run,
+    and in each run once aligned to each other run as the verdict's second opinion aligns a
+    run to its baseline (``evaluation.evaluate``)."""
+    if len(runs) < 2:
+        raise ValueError("the power of the verdict needs at least two calibration runs")
+    ks, depth, gain, order = settings.ks, settings.depth, settings.gain, settings.score_order
+    scored = [score_run(r, ks, depth, gain, order) for r in runs]
+    count = len(runs)
+    aligned: list[list[RunScores]] = [list(scored) for _ in range(count)]  # [a][b]
+    exact = True
+    for a in range(count):
+        for b in range(count):
+            if a == b:
+                continue
+            drift = compare_runs(runs[b], runs[a], depth, settings.score_drift)
+            exact = exact and drift.score_drift == 0.0
+            moved = align_run(runs[b], runs[a], drift.tie_tolerance(settings.score_drift), order)
+            if moved is not runs[b]:
+                aligned[a][b] = score_run(moved, ks, depth, gain, order)
+    common = sorted(set.intersection(*(set(s.per_case) for s in scored)))
+    canaries = []
+    for case in common:
+        names = {aggregate_name(n): n for n in scored[0].per_case[case]}
+        canaries.append(
+            Canary(
+                scored[0].weights[case],
+                {m: tuple(s.per_case[case][n] for s in scored) for m, n in names.items()},
+                {
+                    m: tuple(
+                        tuple(row[b].per_case[case][n] for b in range(count)) for row in aligned
+                    )
+                    for m, n in names.items()
+                },
+            )
+        )
+    return Canaries(tuple(canaries), exact)
