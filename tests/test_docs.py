@@ -35,6 +35,7 @@ from ragcanary.measure.run_report import (
     BaselineComparison,
     CaseComparison,
     CaseEntry,
+    ChangeVerdict,
     Counts,
     EndpointEntry,
     IndexLookup,
@@ -376,6 +377,8 @@ REPORT_CLASSES: dict[str, type] = {
     "cases[].vs_baseline.": CaseComparison,
     "claim.": RunClaim,
     "maintenance.": Maintenance,
+    "change.": ChangeVerdict,
+    "change.diagnosis.": Diagnosis,
     "stale_labels[].": StaleLabelEntry,
     "index_lookup.": IndexLookup,
     "endpoints.NAME.": EndpointEntry,
@@ -457,7 +460,8 @@ def commands() -> dict[str, Any]:
         subcommands = getattr(command, "commands", None)
         if subcommands:
             for name, sub in subcommands.items():
-                walk(sub, (*words, name))
+                if not sub.hidden:  # an alias (`changes` for `change`) is documented with it
+                    walk(sub, (*words, name))
         else:
             found[" ".join(words)] = command
 

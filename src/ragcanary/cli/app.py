@@ -45,6 +45,8 @@ change_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(change_app, name="change")
+# `ragcanary changes show ID` (and the others) as the issue spells it: the same group.
+app.add_typer(change_app, name="changes", hidden=True)
 judgments_app = typer.Typer(
     help="Review a judge's grades of documents nobody labelled; measure its agreement.",
     rich_markup_mode=None,
@@ -71,6 +73,7 @@ baseline_app.command("show")(inspecting.baseline_show)
 change_app.command("start")(changing.change_start)
 change_app.command("finish")(changing.change_finish)
 change_app.command("list")(changing.change_list)
+change_app.command("show")(changing.change_show)
 app.command()(inspecting.diff)
 app.command()(inspecting.history)
 app.command()(inspecting.runs)

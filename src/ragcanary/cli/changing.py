@@ -1,5 +1,5 @@
-"""`ragcanary change start|finish|list`: declared changes and their maintenance windows,
-in the database of the config or through a running daemon's API (``--url``)."""
+"""`ragcanary change start|finish|list|show`: declared changes, their maintenance windows and
+their verdicts, in the database of the config or through a running daemon's API (``--url``)."""
 
 # No ``from __future__ import annotations`` here: typer reads every command's parameters on
 # every invocation, and evaluating them from strings each time cost 30 ms of each command.
@@ -78,7 +78,7 @@ def change_finish(
 
             shown = send(url, f"/api/v1/changes/{change_id}/finish", {}, _token())
         else:
-            shown = _local(config, lambda changes, now: _finished(changes, change_id, now))
+            shown = _local(config, lambda changes, now, _: _finished(changes, change_id, now))
     if as_json:
         Console().print_json(data=shown)
     else:
@@ -99,7 +99,7 @@ def change_list(
             rows = fetch(url, "/api/v1/changes", limit=limit)["changes"]
         else:
             rows = _local(
-                config, lambda changes, now: [c.as_dict(now) for c in changes.recent(limit)]
+                config, lambda changes, now, _: [c.as_dict(now) for c in changes.recent(limit)]
             )
     console = Console()
     if as_json:
@@ -122,12 +122,69 @@ def change_list(
     console.print(table if rows else Text("no change declared yet"))
 
 
+def change_show(
+    change_id: Annotated[str, typer.Argument(help="The change's id (change list shows them).")],
+    config: ConfigOption = None,
+    url: UrlOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a change and its verdict on each pair it touches: the first run after its window
+    against the pair's last run before it."""
+    with running():
+        if url:
+            from ragcanary.cli.remote import fetch
+
+            shown = fetch(url, f"/api/v1/changes/{change_id}")
+        else:
+            shown = _local(
+                config, lambda changes, now, loaded: _shown(changes, now, loaded, change_id)
+            )
+    if as_json:
+        Console().print_json(data=shown)
+        return
+    _print_change(shown)
+
+
+def _shown(changes: Any, now: datetime, loaded: Any, change_id: str) -> dict[str, Any]:
+    """The change as ``GET /api/v1/changes/{id}`` answers it, from the config's database."""
+    change = changes.get(change_id)
+    if change is None:
+        raise UsageError(f"no change {change_id!r}; `ragcanary change list` shows them")
+    suites = loaded.config.suites
+    pairs = [(suite, target) for suite, cfg in suites.items() for target in cfg.targets]
+    shown: dict[str, Any] = change.as_dict(now)
+    return shown | {"verdicts": [v.as_dict() for v in changes.verdicts(change, pairs, now)]}
+
+
+def _print_change(shown: dict[str, Any]) -> None:
+    """The change, then a line per pair: its verdict, the runs compared, why it failed."""
+    ended = shown["finished_at"] or f"open until {shown['ends_at']}"
+    lines = [
+        f"change {shown['id']} ({shown['kind']}): {shown['description']}",
+        f"targets {', '.join(shown['targets'])}; {shown['started_at']} → {ended}",
+    ]
+    for row in shown["verdicts"]:
+        pair = f"{row['suite']} · {row['target']}"
+        if row["verdict"] is None:
+            waiting = shown["state"] == "open" or row["run_id"] is None
+            lines.append(f"{pair}: {'pending' if waiting else 'none'}")
+            continue
+        before = row["before_run_id"] or "none"
+        lines.append(f"{pair}: {row['verdict']} (run {row['run_id']} against {before})")
+        diagnosis = row["diagnosis"]
+        lines.append(f"  {diagnosis['cause']}: {diagnosis['summary']}")
+        lines += [f"  {reason}" for reason in row["reasons"]]
+    if not shown["verdicts"]:
+        lines.append("no configured suite runs on its targets")
+    typer.echo("\n".join(lines))
+
+
 def _token() -> str | None:
     return os.environ.get("RAGCANARY_ADMIN_TOKEN")
 
 
 def _local(config: Any, work: Any) -> Any:
-    """``work(ChangeStore, now)`` on the database of the config."""
+    """``work(ChangeStore, now, loaded)`` on the database of the config ``loaded``."""
     from ragcanary.store.changes import ChangeStore
     from ragcanary.store.storage import Store
 
@@ -135,7 +192,7 @@ def _local(config: Any, work: Any) -> Any:
     store = Store.from_url(loaded.config.storage)
     try:
         store.migrate()
-        return work(ChangeStore(store), datetime.now(UTC))
+        return work(ChangeStore(store), datetime.now(UTC), loaded)
     finally:
         store.close()
 

@@ -25,6 +25,7 @@ from ragcanary.measure.run_report import (
     BaselineComparison,
     CaseComparison,
     CaseEntry,
+    ChangeVerdict,
     Counts,
     EndpointEntry,
     IndexLookup,
@@ -107,6 +108,8 @@ def marshal(report: RunReport) -> JSON:
             "change_id": report.maintenance.change_id,
             "kind": report.maintenance.kind,
         }
+    if report.change is not None:
+        data["change"] = marshal_change(report.change)
     if not isinstance(report.stale_labels, Absent):
         data["stale_labels"] = _stale_labels(report.stale_labels)
     if report.index_lookup is not None:
@@ -119,6 +122,18 @@ def marshal(report: RunReport) -> JSON:
         }
     data["cases"] = [marshal_case(entry) for entry in report.cases]
     return data
+
+
+def marshal_change(change: ChangeVerdict) -> JSON:
+    """A change's verdict as the report's ``change`` object (the API's change shows it too)."""
+    return {
+        "id": change.id,
+        "kind": change.kind,
+        "verdict": change.verdict,
+        "before_run_id": change.before_run_id,
+        "diagnosis": _diagnosis(change.diagnosis),
+        "reasons": list(change.reasons),
+    }
 
 
 def marshal_case(entry: CaseEntry) -> JSON:
@@ -304,6 +319,7 @@ def unmarshal(data: Mapping[str, Any], cases: tuple[CaseEntry, ...] | None = Non
         diagnosis=_read_diagnosis(data.get("diagnosis")),
         endpoints=_read_endpoints(data["endpoints"]) if "endpoints" in data else ABSENT,
         maintenance=_maintenance(data.get("maintenance")),
+        change=unmarshal_change(data.get("change")),
         fingerprint=unmarshal_fingerprint(data.get("fingerprint")),
     )
 
@@ -525,6 +541,26 @@ def _maintenance(data: Any) -> Maintenance | None:
     if not isinstance(data, Mapping) or not isinstance(data.get("change_id"), str):
         return None
     return Maintenance(change_id=data["change_id"], kind=_text(data.get("kind")))
+
+
+def unmarshal_change(data: Any) -> ChangeVerdict | None:
+    """A report's ``change`` from its JSON (None: the run carries no change's verdict)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("id"), str):
+        return None
+    before = data.get("before_run_id")
+    return ChangeVerdict(
+        id=data["id"],
+        kind=_text(data.get("kind")),
+        verdict=_text(data.get("verdict")),
+        before_run_id=before if isinstance(before, str) else None,
+        diagnosis=_read_diagnosis(data.get("diagnosis")) or Diagnosis("unknown", ""),
+        reasons=tuple(str(r) for r in _list(data.get("reasons"))),
+    )
+
+
+def change_in(data: Any) -> ChangeVerdict | None:
+    """The ``change`` of a report's JSON object (or of its stored head), if it has one."""
+    return unmarshal_change(_mapping(data).get("change"))
 
 
 def read_stale_labels(data: Any) -> tuple[StaleLabelEntry, ...] | None:

@@ -133,6 +133,21 @@ class Maintenance:
 
 
 @dataclass(frozen=True)
+class ChangeVerdict:
+    """A declared change judged on this run's pair (the report's ``change``): the first run
+    after the change's window against the pair's last run before the change started, with
+    the suite's verdict rules (``measure.change_verdict``)."""
+
+    id: str  # the change's
+    kind: str  # reindex | embedding_model | config | deploy | other
+    verdict: str  # ok | regression | unavailable
+    before_run_id: str | None  # the last run before the change; None: the pair had none
+    diagnosis: Diagnosis  # of the comparison with the run before (only a cause and a line
+    # when there was nothing to compare)
+    reasons: tuple[str, ...] = ()  # why it failed, against the run before; empty for ok
+
+
+@dataclass(frozen=True)
 class StaleLabelEntry:
     """A relevant id that went stale (one of the report's ``stale_labels``)."""
 
@@ -197,6 +212,8 @@ class RunReport:
     endpoints: Mapping[str, EndpointEntry] | Absent = ABSENT
     # Added by the daemon: the change window the run was made in (None: outside any).
     maintenance: Maintenance | None = None
+    # Added by the daemon: a declared change judged on the first run after its window.
+    change: ChangeVerdict | None = None
     # What the run was made with (None: a report older than fingerprints).
     fingerprint: Fingerprint | None = None
 

@@ -51,6 +51,7 @@ from ragcanary.serve.metrics.exporter import Exporter
 from ragcanary.serve.replicas.claims import Claim, adopt_tick, claim_tick, orphan_window
 from ragcanary.serve.replicas.heartbeats import HEARTBEAT_S, Replicas
 from ragcanary.serve.replicas.shown_runs import ShownRuns
+from ragcanary.serve.schedule.change_verdicts import ChangeVerdicts
 from ragcanary.serve.schedule.connections import Connections
 from ragcanary.serve.schedule.jobs import JobKey, Jobs, interval_seconds, job_triggers
 from ragcanary.serve.schedule.judging import Judge
@@ -141,6 +142,8 @@ class Daemon:
         # Judges grade unlabelled ids that entered a top-k, after the run, in the background.
         self.grading = Grading(self.keeper, self.exporter, self._texts)
         self.judge = judge or Judge()  # a run's evaluation and report, off the event loop
+        # The first run of a pair after a change's window is judged against the run before it.
+        self.change_verdicts = ChangeVerdicts(self.keeper, self.judge, self._evidence)
         self._storage_task: asyncio.Task[None] | None = None
         self.storage_size_s = storage_size_s  # how often ragcanary_storage_bytes is measured
         self._size_task: asyncio.Task[None] | None = None
@@ -521,6 +524,7 @@ class Daemon:
         held = await self.windows.of_run(key.target, evaluation.run.started_at)
         if held is not None:  # a run inside a change window: stored with the change's id
             report = replace(report, maintenance=held)
+        report = await self.change_verdicts.judged(loaded, evaluation.run, report, endpoints)
         if report.outcome != "unavailable":
             found = await self.stale.find(self.loaded, pair, evaluation.run, baseline, evidence)
             report = replace(report, stale_labels=found.labels, index_lookup=found.lookup)

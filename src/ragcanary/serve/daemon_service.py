@@ -27,7 +27,7 @@ from ragcanary.serve.service import (
 )
 from ragcanary.store import overview
 from ragcanary.store.candidates import CandidateStore
-from ragcanary.store.change_records import Change, ChangeRequest
+from ragcanary.store.change_records import Change, ChangeRequest, PairVerdict
 from ragcanary.store.changes import ChangeStore
 from ragcanary.store.judgments import JudgmentStore
 from ragcanary.store.keeper import RunKeeper
@@ -251,6 +251,15 @@ class DaemonService:
 
     def changes(self, limit: int) -> list[Change]:
         return ChangeStore(self._store).recent(limit)
+
+    def change(self, change_id: str) -> Change | None:
+        return ChangeStore(self._store).get(change_id)
+
+    def change_verdicts(self, changes: Sequence[Change]) -> dict[str, list[PairVerdict]]:
+        suites = self.loaded.config.suites
+        pairs = [(suite, target) for suite, cfg in suites.items() for target in cfg.targets]
+        store, now = ChangeStore(self._store), datetime.now(UTC)
+        return {c.change_id: store.verdicts(c, pairs, now) for c in changes}
 
     async def windows_changed(self) -> None:
         await self._windows_changed()

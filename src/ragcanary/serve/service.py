@@ -17,7 +17,7 @@ from ragcanary.errors import UsageError
 from ragcanary.measure.results import Answer
 from ragcanary.measure.run_report import IndexLookup, RunReport, StaleLabelEntry
 from ragcanary.serve.schedule.reloading import ReloadResult
-from ragcanary.store.change_records import Change, ChangeRequest
+from ragcanary.store.change_records import Change, ChangeRequest, PairVerdict
 from ragcanary.suites.loaded import LoadedConfig
 
 OnAnswer = Callable[[int, Answer], None]  # a live search's answer to the query at that index
@@ -261,6 +261,15 @@ class Service(Protocol):
 
     def changes(self, limit: int) -> list[Change]:
         """The newest changes first."""
+        ...
+
+    def change(self, change_id: str) -> Change | None:
+        """One change; None: no such change."""
+        ...
+
+    def change_verdicts(self, changes: Sequence[Change]) -> dict[str, list[PairVerdict]]:
+        """Per change, its verdict on each configured pair whose target it names (docs/api.md,
+        ``GET /api/v1/changes/{id}``)."""
         ...
 
     async def windows_changed(self) -> None:

@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ragcanary.config.units import parse_duration
+from ragcanary.measure.report_json import marshal_change
+from ragcanary.measure.run_report import ChangeVerdict
 
 KINDS = ("reindex", "embedding_model", "config", "deploy", "other")
 DEFAULT_WINDOW = "1h"
@@ -100,6 +102,31 @@ class Change:
             if finished
             else None,
         }
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """A change's verdict on one (suite, target) pair: the first run after its window and
+    the verdict it carries (None: no run yet, or that run carries none)."""
+
+    suite: str
+    target: str
+    run_id: str | None
+    verdict: ChangeVerdict | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """What ``GET /api/v1/changes/{id}`` answers of it: the pair, the run, and the run's
+        ``change`` object without the change's own id and kind (``null`` while pending)."""
+        shown: dict[str, Any] = {"suite": self.suite, "target": self.target, "run_id": self.run_id}
+        if self.verdict is None:
+            return shown | {
+                "verdict": None,
+                "before_run_id": None,
+                "diagnosis": None,
+                "reasons": [],
+            }
+        carried = marshal_change(self.verdict)
+        return shown | {k: v for k, v in carried.items() if k not in ("id", "kind")}
 
 
 def new_change_id(now: datetime) -> str:

@@ -19,6 +19,7 @@ from ragcanary.store.change_records import (
     WINDOW_PATTERN,
     Change,
     ChangeProblem,
+    PairVerdict,
     change_request,
 )
 
@@ -44,7 +45,8 @@ class ChangeBody(BaseModel):
 def add_change_routes(
     app: FastAPI, service: Service, storage: Storage, errors: dict[int | str, dict[str, Any]]
 ) -> None:
-    """``POST /api/v1/changes``, ``POST /api/v1/changes/{id}/finish``, ``GET /api/v1/changes``."""
+    """``POST /api/v1/changes``, ``POST /api/v1/changes/{id}/finish``, ``GET /api/v1/changes``,
+    ``GET /api/v1/changes/{id}``."""
 
     @app.post(
         "/api/v1/changes",
@@ -97,6 +99,17 @@ def add_change_routes(
         """Declared changes, the newest first, each open or finished."""
         found: list[Change] = await storage(service.changes, limit)
         return {"changes": [_shown(change) for change in found]}
+
+    @app.get("/api/v1/changes/{change_id}", responses={404: errors[404], 503: errors[503]})
+    async def show_change(change_id: str) -> dict[str, Any]:
+        """One change and its verdict on each configured pair whose target it names: the
+        first run after its window and the ``change`` that run carries (``null`` until then)."""
+        change: Change | None = await storage(service.change, change_id)
+        if change is None:
+            raise HTTPException(404, f"no change {change_id!r}; GET /api/v1/changes lists them")
+        verdicts: dict[str, list[PairVerdict]] = await storage(service.change_verdicts, [change])
+        shown = [v.as_dict() for v in verdicts.get(change.change_id, [])]
+        return _shown(change) | {"verdicts": shown}
 
 
 def _shown(change: Change) -> dict[str, Any]:

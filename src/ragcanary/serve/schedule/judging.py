@@ -89,6 +89,25 @@ class Judge:
             self._thread, self._judged, loaded, suite, target, run, baseline, evidence, endpoints
         )
 
+    async def decode(self, report: RunReport, suite: Suite) -> RunResult:
+        """``report``'s run, judged by today's ``suite`` (``run_report.baseline_run``)."""
+        return await run_in(self._thread, baseline_run, report, suite)
+
+    async def evaluate(
+        self,
+        loaded: LoadedConfig,
+        suite: str,
+        target: str,
+        run: RunResult,
+        baseline: RunResult,
+        evidence: IndexEvidence | None = None,
+        endpoints: Sequence[EndpointRun] = (),
+    ) -> Evaluation:
+        """``run`` judged against another run than its baseline (a change's run before)."""
+        return await run_in(
+            self._thread, self._judge, loaded, suite, target, run, baseline, evidence, endpoints
+        )
+
     def close(self) -> None:
         """Let the thread go once it is idle."""
         self._thread.shutdown(wait=False)

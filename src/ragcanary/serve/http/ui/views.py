@@ -120,13 +120,16 @@ CHANGES_SHOWN = 10  # the fleet page's newest declared changes
 
 
 def _changes(service: Service, now: datetime) -> dict[str, Any]:
-    """The newest declared changes, and the open window of each target that has one."""
+    """The newest declared changes with their verdict on each pair, and the open window of
+    each target that has one."""
     changes = service.changes(CHANGES_SHOWN)
     held: dict[str, Change] = {}
     for change in sorted(changes, key=lambda c: c.started_at):
         if change.open_at(now):
             held.update(dict.fromkeys(change.targets, change))
-    return {"changes": changes, "held": held}
+    closed = [change for change in changes if not change.open_at(now)]
+    verdicts = service.change_verdicts(closed) if closed else {}
+    return {"changes": changes, "held": held, "change_verdicts": verdicts}
 
 
 def _newest_ids(
