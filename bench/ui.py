@@ -370,26 +370,29 @@ def timed(client: Client, path: str) -> dict[str, Any]:
 
 def timed_cold(daemon: Daemon, path: str) -> dict[str, Any]:
     """Like ``timed``, each request from a new app: nothing remembered from earlier requests."""
-    return _timed_new(lambda: (daemon, False), path)
+    return _timed_new(daemon, path, lambda: Client(daemon))
 
 
-def timed_first(make: Callable[[], Daemon], path: str) -> dict[str, Any]:
-    """Like ``timed``, each request of a new daemon on the same store: nothing remembered of
-    what earlier requests read, as when a run nobody opened yet is opened (its store has its
-    connection open, as a running daemon's has)."""
-    return _timed_new(lambda: (make(), True), path)
+def timed_first(daemon: Daemon, client: Client, path: str) -> dict[str, Any]:
+    """Like ``timed``, each request after the store forgot the rankings it read (``Store.forget``):
+    a run nobody opened yet, opened in a daemon that has served pages before."""
+
+    def forgotten() -> Client:
+        daemon.store.forget()
+        return client
+
+    return _timed_new(daemon, path, forgotten, close=False)
 
 
-def _timed_new(daemon_of: Callable[[], tuple[Daemon, bool]], path: str) -> dict[str, Any]:
-    """REPEAT requests of ``path``, each from a new app on what ``daemon_of`` gives: a daemon
-    and whether it is new (its store's connection is then opened first, and closed after)."""
+def _timed_new(
+    daemon: Daemon, path: str, client_of: Callable[[], Client], close: bool = True
+) -> dict[str, Any]:
+    """REPEAT requests of ``path``, each from the client ``client_of`` gives then (closed
+    after it when ``close``)."""
     times = []
     for _ in range(REPEAT):
-        daemon, new = daemon_of()
-        client = Client(daemon)
+        client = client_of()
         try:
-            if new:
-                daemon.store.list_runs(limit=1)  # the pool's connection opened, not timed
             started = time.perf_counter()
             response = client.get(path)
             times.append((time.perf_counter() - started) * 1000)
@@ -397,9 +400,8 @@ def _timed_new(daemon_of: Callable[[], tuple[Daemon, bool]], path: str) -> dict[
                 raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
             figures = _figures(times, response, client)
         finally:
-            client.close()
-            if new:
-                daemon.store.close()
+            if close:
+                client.close()
     return figures
 
 
@@ -446,12 +448,10 @@ def measure(backend: str, count: int) -> dict[str, Any]:
         try:
             results["fleet_cold"] = timed_cold(daemon, "/ui/")
             shown = pages(suite, steps)
-            for name in FIRST_VIEWS:
-                results[f"{name}_first"] = timed_first(
-                    lambda: Daemon(config, ADMIN, loaded, client_factory=clients), shown[name]
-                )
             for name, path in shown.items():
                 results[name] = timed(client, path)
+                if name in FIRST_VIEWS:
+                    results[f"{name}_first"] = timed_first(daemon, client, path)
                 print(
                     f"  {backend}: {name:<22} {results[name]['ms']:7.1f} ms "
                     f"{results[name]['bytes'] / 1000:7.1f} kB",
@@ -572,8 +572,8 @@ def render(result: dict[str, Any]) -> str:
         "transport): routing, storage, computing and rendering, no network. Median of "
         f"{REPEAT} requests after one, and the bytes sent: the HTML, and with every script and "
         "stylesheet it loads (uncompressed). The fleet is also timed on its first view (a new "
-        "app each time: nothing remembered), the run and diff pages on theirs (a new daemon "
-        "on the same store each time, its connection opened first), and the fleet with "
+        "app each time: nothing remembered), the run and diff pages on theirs (each request "
+        "after the store forgot the rankings it had read, `Store.forget`), and the fleet with "
         f"{FLEET_PAIRS} pairs, the others holding a day of runs (what it reads of each)."
     )
     said = []

@@ -234,6 +234,16 @@ def test_each_run_naming_a_ranking_read_before_gets_its_own_latency_and_vector(
     assert [c.latency_s for c in later[1].cases] == [None, None]
 
 
+def test_a_store_that_forgot_what_it_read_reads_it_again_the_same(store: Store) -> None:
+    report = evaluated_report()
+    store.save_run(report)
+    first = store.get_report("current")
+    history = store.case_history("core", "alpha")
+    store.forget()
+    assert store.get_report("current") == first == report
+    assert store.case_history("core", "alpha") == history
+
+
 def _stored_rankings(url: str) -> list[Any]:
     engine = make_engine(url)
     try:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, event, exc
+from sqlalchemy import ColumnElement, Connection, Engine, event, exc
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ragcanary.store.errors import StorageError
@@ -89,6 +90,17 @@ def make_engine(url: str, **options: Any) -> Engine:
 def insert_for(conn: Connection) -> Any:
     """The dialect's ``insert``, which has ``on_conflict_do_nothing`` and ``..._do_update``."""
     return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+
+def among(conn: Connection, column: ColumnElement[Any], values: Sequence[Any]) -> Any:
+    """``column IN values``. On PostgreSQL one array parameter (``= ANY``): the statement is
+    short and the same for any number of values, where an IN list makes SQLAlchemy and
+    psycopg render and parse one placeholder per value, a quarter of reading a whole report
+    there (docs/performance.md, "Web pages"). SQLite has no arrays."""
+    if conn.dialect.name == "postgresql":
+        array = postgresql.ARRAY(column.type)
+        return column == sqlalchemy.any_(sqlalchemy.bindparam(None, list(values), type_=array))
+    return column.in_(values)
 
 
 def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:

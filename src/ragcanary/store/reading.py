@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from ragcanary.measure.case_verdict import CaseVerdict
+from ragcanary.store.engine import among
 from ragcanary.store.errors import StorageError
 from ragcanary.store.rows import text_or_none
 from ragcanary.store.schema import answers, cases, rankings, run_parts, runs
@@ -45,7 +46,7 @@ def answers_of(conn: Connection, run: Any) -> list[tuple[float | None, int]]:
             answers.c.case_key, answers.c.latency_us, answers.c.latency_s, answers.c.ranking_key
         ).where(
             answers.c.run_key == run.run_key,
-            answers.c.case_key.in_(order[start : start + BATCH]),
+            among(conn, answers.c.case_key, order[start : start + BATCH]),
         )
         found.update(
             {case: (latency_of(us, s), ranking) for case, us, s, ranking in conn.execute(query)}
@@ -70,7 +71,7 @@ def case_entries(
             .join(cases, cases.c.case_key == answers.c.case_key)
             .where(
                 cases.c.case_id == case_id,
-                runs.c.run_id.in_(wanted[start : start + BATCH]),
+                among(conn, runs.c.run_id, wanted[start : start + BATCH]),
             )
         )
         found.update(
@@ -94,7 +95,9 @@ def returned_ids(conn: Connection, suite: str, run_ids: Sequence[str]) -> dict[s
                 answers,
                 (answers.c.case_key == cases.c.case_key) & (answers.c.run_key == runs.c.run_key),
             )
-            .where(runs.c.suite == suite, runs.c.run_id.in_(list(run_ids[start : start + BATCH])))
+            .where(
+                runs.c.suite == suite, among(conn, runs.c.run_id, run_ids[start : start + BATCH])
+            )
         )
         for run_id, ranking in conn.execute(query):
             by_run.setdefault(run_id, set()).add(ranking)

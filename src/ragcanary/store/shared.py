@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Table, delete, insert, select
 
 from ragcanary.measure.case_verdict import CaseVerdict, case_verdict
-from ragcanary.store.engine import insert_for
+from ragcanary.store.engine import among, insert_for
 from ragcanary.store.schema import JSON_ENCODER, cases, run_keys, run_numbers
 
 # Keys of a report's head stored as one shared value rather than in runs.report: the largest
@@ -186,7 +186,7 @@ def shared_keys(
     wanted = list({value.digest: value for value in values}.values())
     near = (table.c.created_at >= at - REUSE, table.c.created_at <= at + REUSE)
     for chunk in _chunks([value.digest for value in wanted]):
-        query = select(key, table.c.digest).where(table.c.digest.in_(chunk), *near)
+        query = select(key, table.c.digest).where(among(conn, table.c.digest, chunk), *near)
         for number, digest in conn.execute(query):
             found.setdefault(bytes(digest), number)
     missing = [value for value in wanted if value.digest not in found]
@@ -211,7 +211,8 @@ def shared_texts(conn: Connection, table: Table, keys: Iterable[int]) -> dict[in
     columns = (key, table.c.body) if against is None else (key, table.c.body, against)
     rows: dict[int, tuple[bytes, int | None]] = {}
     for chunk in _chunks(sorted(set(keys))):
-        for number, body, *dictionary in conn.execute(select(*columns).where(key.in_(chunk))):
+        query = select(*columns).where(among(conn, key, chunk))
+        for number, body, *dictionary in conn.execute(query):
             rows[number] = (bytes(body), dictionary[0] if dictionary else None)
     needed = {d for _body, d in rows.values() if d is not None and d not in rows}
     bases = shared_texts(conn, table, needed) if needed else {}
@@ -244,7 +245,7 @@ def _case_keys(conn: Connection, suite: str, case_ids: Sequence[str]) -> dict[st
     found: dict[str, int] = {}
     for chunk in _chunks(list(dict.fromkeys(case_ids))):
         query = select(cases.c.case_id, cases.c.case_key).where(
-            cases.c.suite == suite, cases.c.case_id.in_(chunk)
+            cases.c.suite == suite, among(conn, cases.c.case_id, chunk)
         )
         found.update({case_id: number for case_id, number in conn.execute(query)})
     return found

@@ -472,6 +472,12 @@ class Store(ClaimsMixin):
             conn.execute(runs.insert().values(probe))
             conn.execute(delete(runs).where(runs.c.run_id == probe["run_id"]))
 
+    def forget(self) -> None:
+        """Forget what this store remembers of the rankings it read (``store.remembered``), as
+        a store just opened knows nothing: the next reads decode them again."""
+        self._shown = Remembered(HISTORY_VIEWS)
+        self._entries = Remembered(CASE_ENTRIES)
+
     def close(self) -> None:
         """Close every pooled connection."""
         self._engine.dispose()
