@@ -614,6 +614,8 @@ def read_numbers(data: Any) -> dict[str, float | None]:
 
 def _number(value: Any) -> float | None:
     """A finite number as a float, else None (null, text, a boolean, NaN)."""
+    if type(value) is float:  # what nearly every number of a report is: one test, no copy
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
