@@ -513,8 +513,9 @@ def _meaning(result: dict[str, Any], measured: dict[str, Any]) -> str:
         "this benchmark on the same machine on 2026-11-28: a history in 35.8 ms on SQLite "
         "and 59.3 ms on PostgreSQL (tests were running beside it), `get_report` in "
         f"{PREVIOUS_GET_REPORT_MS['sqlite']} and {PREVIOUS_GET_REPORT_MS['postgresql']} ms, "
-        "`save_run` in 142.6 and 183.5 ms, in a store of 12.8 and 13.6 GB. Its case entries held 21 metrics each; they now hold "
-        "26 (bpref and judged@k joined them), a quarter more to decode."
+        "`save_run` in 142.6 and 183.5 ms, in a store of 12.8 and 13.6 GB. Its case entries "
+        "held 21 metrics each; they now hold 26 (bpref and judged@k joined them), a quarter "
+        "more to decode."
     )
     full_scale = {} if result["quick"] else measured  # the previous release's: full scale
     for backend, m in full_scale.items():

@@ -612,8 +612,9 @@ def render(result: dict[str, Any]) -> str:
         f"{PREVIOUS['diff']['postgresql']} ms on PostgreSQL, its run page (newest "
         f"regression) {PREVIOUS['run']['sqlite']} and {PREVIOUS['run']['postgresql']} ms, "
         "the 30-day case page 87.3 and 86.1 ms, a first view of a fleet of 50 pairs 219.2 "
-        "and 318.3 ms; it remembered nothing, so its every view was a first view. Its case entries held 21 metrics each; they now hold "
-        "26 (bpref and judged@k joined them), a quarter more to decode."
+        "and 318.3 ms; it remembered nothing, so its every view was a first view. Its case "
+        "entries held 21 metrics each; they now hold 26 (bpref and judged@k joined them), a "
+        "quarter more to decode."
     )
     for backend, m in measured.items():
         for page in FIRST_VIEWS:
