@@ -16,17 +16,9 @@ import httpx
 
 from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.model import EmbeddingConfig
-from ragcanary.measure.results import Outcome
-from ragcanary.probe.responses import TooDeep, TooLarge, decode_json, read_capped
-from ragcanary.probe.retries import (
-    QueryFailed,
-    Retrying,
-    RetrySettings,
-    retry_after,
-    status_outcome,
-)
+from ragcanary.probe.json_post import post_json, refusal
+from ragcanary.probe.retries import QueryFailed, Retrying, RetrySettings
 from ragcanary.probe.target import http_client
-from ragcanary.probe.transport import close
 from ragcanary.redact import Redactor
 
 # An endpoint that computes vectors is slower to recover than a search: a longer first wait.
@@ -111,38 +103,18 @@ class Embedder:
         body: dict[str, Any] = {"model": config.model, "input": list(texts)}
         if config.dimensions is not None:
             body["dimensions"] = config.dimensions
-        try:
-            async with asyncio.timeout(config.timeout):
-                request = self._client.build_request(
-                    "POST", self._url, json=body, headers=self._headers
-                )
-                response = await self._client.send(request, stream=True)
-                try:
-                    if response.status_code != 200:
-                        raise self._refused(response)
-                    raw = await _read_capped(response, config.max_response_bytes)
-                finally:
-                    await close(response)
-        except QueryFailed:
-            raise
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise QueryFailed("timeout", f"no answer within {config.timeout:g}s") from exc
-        except httpx.TransportError as exc:
-            reason = f"connection failed: {type(exc).__name__}"
-            raise QueryFailed("connect_error", reason) from exc
-        except httpx.HTTPError as exc:
-            reason = f"unreadable response: {type(exc).__name__}"
-            raise QueryFailed("bad_response", reason) from exc
-        return _vectors(raw, len(texts), config.dimensions)
-
-    def _refused(self, response: httpx.Response) -> QueryFailed:
-        """The failure of an answer other than 200, with the wait a 429 or 503 asks for.
-
-        A 408 (the endpoint gave up waiting for the request) counts as a timeout: retried."""
-        code = response.status_code
-        outcome: Outcome = "timeout" if code == 408 else status_outcome(code)
-        wait = retry_after(code, response.headers.get("retry-after"), self._wall_clock())
-        return QueryFailed(outcome, f"HTTP {code}{_hint(code)}", wait)
+        answer = await post_json(
+            self._client,
+            self._url,
+            body,
+            self._headers,
+            timeout_s=config.timeout,
+            max_bytes=config.max_response_bytes,
+            refused=lambda response: refusal(
+                response, self._wall_clock(), _hint(response.status_code)
+            ),
+        )
+        return _vectors(answer, len(texts), config.dimensions)
 
 
 def _hint(status: int) -> str:
@@ -153,23 +125,8 @@ def _hint(status: int) -> str:
     return ""
 
 
-async def _read_capped(response: httpx.Response, limit: int) -> bytes:
-    """The target's capped reader (Content-Length and decoded size), in this client's words."""
-    try:
-        return await read_capped(response, limit)
-    except TooLarge:
-        reason = f"answer larger than max_response_bytes ({limit})"
-        raise QueryFailed("bad_response", reason) from None
-
-
-def _vectors(raw: bytes, count: int, dimensions: int | None) -> list[tuple[float, ...]]:
+def _vectors(answer: Any, count: int, dimensions: int | None) -> list[tuple[float, ...]]:
     """The ``count`` vectors of an OpenAI-style answer, in input order, checked for shape."""
-    try:
-        answer = decode_json(raw)
-    except TooDeep as exc:
-        raise QueryFailed("bad_response", f"the answer is {exc}") from exc
-    except ValueError as exc:
-        raise QueryFailed("bad_response", "the answer is not JSON") from exc
     data = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(data, list) or len(data) != count:
         got = len(data) if isinstance(data, list) else "no"

@@ -12,16 +12,8 @@ import httpx
 
 from ragcanary.config.credentials import as_basic_auth, credential_secrets
 from ragcanary.config.judges import JudgeConfig
-from ragcanary.measure.results import Outcome
-from ragcanary.probe.responses import TooDeep, TooLarge, decode_json, read_capped
-from ragcanary.probe.retries import (
-    QueryFailed,
-    Retrying,
-    RetrySettings,
-    retry_after,
-    status_outcome,
-)
-from ragcanary.probe.transport import close
+from ragcanary.probe.json_post import post_json, refusal
+from ragcanary.probe.retries import QueryFailed, Retrying, RetrySettings
 from ragcanary.redact import Redactor
 
 # A model that grades is slower to recover than a search: a longer first wait.
@@ -58,42 +50,18 @@ class JudgeExchange:
 
     async def _once(self, body: Any) -> Any:
         config = self._config
-        try:
-            async with asyncio.timeout(config.timeout):
-                request = self._client.build_request(
-                    "POST", self._url, json=body, headers=self._headers
-                )
-                response = await self._client.send(request, stream=True)
-                try:
-                    if response.status_code != 200:
-                        raise self._refused(response)
-                    raw = await read_capped(response, config.max_response_bytes)
-                finally:
-                    await close(response)
-        except TooLarge:
-            reason = f"answer larger than max_response_bytes ({config.max_response_bytes})"
-            raise QueryFailed("bad_response", reason) from None
-        except QueryFailed:
-            raise
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise QueryFailed("timeout", f"no answer within {config.timeout:g}s") from exc
-        except httpx.TransportError as exc:
-            reason = f"connection failed: {type(exc).__name__}"
-            raise QueryFailed("connect_error", reason) from exc
-        except httpx.HTTPError as exc:
-            reason = f"unreadable response: {type(exc).__name__}"
-            raise QueryFailed("bad_response", reason) from exc
-        try:
-            return decode_json(raw)
-        except TooDeep as exc:
-            raise QueryFailed("bad_response", f"the answer is {exc}") from exc
-        except ValueError as exc:
-            raise QueryFailed("bad_response", "the answer is not JSON") from exc
+        return await post_json(
+            self._client,
+            self._url,
+            body,
+            self._headers,
+            timeout_s=config.timeout,
+            max_bytes=config.max_response_bytes,
+            refused=self._refused,
+        )
 
     def _refused(self, response: httpx.Response) -> QueryFailed:
         """An answer other than 200; a 408 (the judge gave up waiting) counts as a timeout."""
         code = response.status_code
-        outcome: Outcome = "timeout" if code == 408 else status_outcome(code)
-        wait = retry_after(code, response.headers.get("retry-after"), self._wall_clock())
         hint = ": the judge refused the credentials (check headers:)" if code in (401, 403) else ""
-        return QueryFailed(outcome, f"HTTP {code}{hint}", wait)
+        return refusal(response, self._wall_clock(), hint)
