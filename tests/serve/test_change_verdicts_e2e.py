@@ -15,16 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_harness import DaemonProcess, free_port, running, wait_for
-from retrievers import FakeRetriever, graded_corpus, target_entry
+from change_daemon import CHANGED, QUERIES, REINDEX, UNTOUCHED, change_daemon
+from daemon_harness import DaemonProcess, running, wait_for
+from retrievers import FakeRetriever, graded_corpus
 
 API_KEY = "sk-verdicts-7c3"
 ADMIN = "adm-verdicts-2e9"
-QUERIES = [f"question {i}" for i in range(3)]
-CHANGED = ("core", "docs")  # the pair the change touches
-UNTOUCHED = ("core", "other")  # the same retriever, undeclared
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
-REINDEX = {"kind": "reindex", "description": "rebuild the docs index", "targets": ["docs"]}
 
 
 @pytest.fixture
@@ -34,20 +31,7 @@ def retriever() -> Iterator[FakeRetriever]:
 
 
 def _daemon(directory: Path, storage: str, url: str) -> DaemonProcess:
-    directory.mkdir(parents=True, exist_ok=True)
-    cases = [{"id": f"c{i}", "query": q, "relevant": [f"rel-{i}"]} for i, q in enumerate(QUERIES)]
-    (directory / "cases.yaml").write_text(json.dumps({"cases": cases}), encoding="utf-8")
-    port = free_port()
-    suite = {"cases": "cases.yaml", "targets": ["docs", "other"], "every": "1s", "k": [1, 5]}
-    config = {
-        "storage": storage,
-        "listen": f"127.0.0.1:{port}",
-        "targets": {t: target_entry(url, retries=0) for t in ("docs", "other")},
-        "suites": {"core": suite},
-    }
-    (directory / "ragcanary.yaml").write_text(json.dumps(config), encoding="utf-8")
-    env = {"VENDOR_KEY": API_KEY, "RAGCANARY_ADMIN_TOKEN": ADMIN}
-    return DaemonProcess(directory / "ragcanary.yaml", port, env)
+    return change_daemon(directory, storage, url, API_KEY, ADMIN)
 
 
 def _at(text: str) -> datetime:
