@@ -48,6 +48,7 @@ QUALITY = {
 }
 # The daemon's ui_url (by its name, where the fallback would be its listen address 127.0.0.1).
 UI_HOST = "localhost"
+ADMIN = "adm-prometheus-e2e-41c"
 DEADLINE_S = 60.0  # for a few runs of a 1s schedule to reach an alert, on a loaded machine
 # Grafana's built-in variables, as it would fill them for this short-lived stack.
 GRAFANA_BUILTINS = {"__rate_interval": "1m", "__interval": "2s", "__interval_ms": "2000"}
@@ -172,6 +173,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "RAGCANARY_LOG_FORMAT": "json",
             "VENDOR_KEY": DEFAULT_API_KEY,
             "RAGCANARY_UI_URL": f"http://{UI_HOST}:{port}",
+            "RAGCANARY_ADMIN_TOKEN": ADMIN,  # to declare changes
         }
         daemon = DaemonProcess(config, port, env=env)
         with running(daemon):
@@ -320,6 +322,44 @@ def test_an_ndcg_only_regression_fires_regression_and_not_hit_rate_drop(stack: S
     shown = httpx.get(f"{stack.daemon.url}/api/v1/runs/{run_id}", timeout=10).json()
     assert (shown["suite"], shown["target"]) == (SUITE, TARGET)
     assert TARGET in page.text
+
+
+def test_a_declared_reindex_holds_its_alerts_then_its_verdict_and_the_page_follow(
+    stack: Stack,
+) -> None:
+    """Inside a declared window the pair keeps being measured, regresses, and no alert fires
+    (every rule ends in `unless ... ragcanary_maintenance == 1`); once it is finished the
+    first run after carries the change's verdict, a regression, and the drop pages."""
+    stack.calm()
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    change = {"kind": "reindex", "description": "rebuild", "targets": [TARGET], "window": "10m"}
+    created = stack.daemon.post("/api/v1/changes", json=change, headers=auth)
+    assert created.status_code == 201, created.text
+    change_id = created.json()["id"]
+    held = f'ragcanary_maintenance{{suite="{SUITE}", target="{TARGET}"}} == 1'
+    stack.wait_for(lambda: stack.prometheus.query(held), "the pair held in Prometheus")
+    stack.set_mode("drop-docs")
+    regressed = f'ragcanary_regression{{suite="{SUITE}", target="{TARGET}"}} == 1'
+    stack.wait_for(lambda: stack.prometheus.query(regressed), "a regressed run in the window")
+    seen: set[str] = set()
+    stack.prometheus.watch(6.0, seen)  # several runs and rule evaluations, `for:` is 1s
+    assert seen == set(), f"alerts fired inside the change's window: {seen}"
+    finished = stack.daemon.post(f"/api/v1/changes/{change_id}/finish", headers=auth)
+    assert finished.status_code == 200, finished.text
+    stack.wait_state("RagCanaryHitRateDrop", "firing", seen)
+
+    def verdict() -> dict[str, Any] | None:
+        found = stack.daemon.get(f"/api/v1/changes/{change_id}").json()["verdicts"]
+        mine = [v for v in found if (v["suite"], v["target"]) == (SUITE, TARGET)]
+        return mine[0] if mine and mine[0]["verdict"] is not None else None
+
+    stack.wait_for(verdict, "the change's verdict on the first run after it")
+    carried = verdict()
+    assert carried is not None
+    assert carried["verdict"] == "regression", carried
+    report = stack.daemon.get(f"/api/v1/runs/{carried['run_id']}").json()
+    assert report["change"]["id"] == change_id
+    assert report["outcome"] == "regression"
 
 
 def test_stopping_the_daemon_fires_one_alert_not_one_per_pair(stack: Stack) -> None:
