@@ -144,7 +144,7 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
     "JudgeConfig.max_response_bytes": ("Answers larger than this fail the request.", "1000000"),
     "JudgeConfig.verify_tls": ("Check the endpoint's TLS certificate.", "false"),
     "TargetConfig.fetch": (
-        "The generic `http` target only (presets fetch a document's text through their own API): where a judge gets the text of a document, `{url: URL with {id}, text: JMESPath}`. The id is percent-encoded into `url`, sent as a GET with the target's headers; `text` (default `text`) reads the text from the JSON answer. See *targets.NAME.fetch*.",
+        "Any target but `chroma` (which reads a document's text from the collection) and `pgvector` (which cannot fetch texts yet): where a judge gets the text of a document, `{url: URL with {id}, text: JMESPath}`. The id is percent-encoded into `url`, sent as a GET with the target's headers; `text` (default `text`) reads the text from the JSON answer. See *targets.NAME.fetch*.",
         '{url: "http://search.internal/docs/{id}", text: "body"}',
     ),
     "FetchConfig.url": (

@@ -119,7 +119,7 @@ def test_a_bad_fetch_is_located(tmp_path: Path, extra: str, where: str, message:
     assert any(where in p and message in p for p in found), found
 
 
-def test_a_preset_refuses_fetch(tmp_path: Path) -> None:
+def test_chroma_which_fetches_texts_itself_refuses_fetch(tmp_path: Path) -> None:
     path = write(tmp_path)
     text = path.read_text().replace(
         '    url: http://127.0.0.1:8088/search\n    body: {q: "{query}"}\n',
@@ -130,3 +130,19 @@ def test_a_preset_refuses_fetch(tmp_path: Path) -> None:
     path.write_text(text)
     found = problems(path)
     assert any("targets.kb.fetch" in p and "remove fetch:" in p for p in found), found
+
+
+def test_a_preset_that_cannot_fetch_texts_itself_takes_fetch(tmp_path: Path) -> None:
+    """Qdrant (and every HTTP preset but Chroma) has no way of its own to a document's text:
+    a docs service's URL is how a judge reads it."""
+    path = write(tmp_path)
+    text = path.read_text().replace(
+        '    url: http://127.0.0.1:8088/search\n    body: {q: "{query}"}\n',
+        "    preset: qdrant\n    url: http://127.0.0.1:6333\n    collection: docs\n"
+        '    embedding: m\n    fetch: {url: "http://h/docs/{id}", text: body}\n',
+    )
+    text = "embeddings:\n  m: {url: http://127.0.0.1:1/v1/embeddings, model: m}\n" + text
+    path.write_text(text)
+    fetch = load_config(path, {"JUDGE_TOKEN": "t"}).config.targets["kb"].fetch
+    assert fetch is not None
+    assert (fetch.url, fetch.text) == ("http://h/docs/{id}", "body")

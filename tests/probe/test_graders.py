@@ -17,6 +17,7 @@ from ragcanary.probe.graders.chat import PROMPT_VERSION, ChatGrader, parse_grade
 from ragcanary.probe.graders.exchange import JudgeExchange
 from ragcanary.probe.graders.grades import Document, Graded
 from ragcanary.probe.graders.rerank import RerankGrader, grade_of_score
+from ragcanary.probe.presets import make_target
 from ragcanary.probe.retries import QueryFailed
 from ragcanary.probe.target import HttpTarget
 
@@ -255,3 +256,23 @@ async def test_a_failed_fetch_is_cannot_tell() -> None:
         transport=httpx.MockTransport(lambda r: httpx.Response(500))
     ) as client:
         assert await HttpTarget("kb", config, client).texts(["a"]) is None
+
+
+async def test_a_qdrant_target_fetches_text_from_its_fetch_url() -> None:
+    """Qdrant has no way of its own to a document's text: its fetch: URL is asked, as the
+    generic target's is."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.host == "docs.test", request.url
+        return httpx.Response(200, json={"body": f"text of {request.url.path.rsplit('/')[-1]}"})
+
+    config = TargetConfig(
+        preset="qdrant",
+        url="http://127.0.0.1:6333",
+        collection="docs",
+        embedding="m",
+        fetch={"url": "https://docs.test/docs/{id}", "text": "body"},
+    )
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        target = make_target("kb", config, client, redact=None)
+        assert await target.texts(["d1", "d2"]) == {"d1": "text of d1", "d2": "text of d2"}

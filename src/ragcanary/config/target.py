@@ -89,6 +89,15 @@ def _implied_score_order(data: Any) -> tuple[str, Literal["desc", "asc"]] | None
     return None
 
 
+# Presets a judge's document texts do not come from a fetch: URL for (docs/judgments.md):
+# every other HTTP preset has no way of its own and takes one.
+_OWN_TEXTS = {
+    "chroma": "the chroma preset reads a document's text from the collection itself",
+    "pgvector": "the pgvector preset asks its database over SQL, not HTTP, and cannot fetch "
+    "a document's text yet",
+}
+
+
 class TargetConfig(Strict):
     """How to ask one retriever endpoint for results and read its answer."""
 
@@ -220,13 +229,8 @@ class TargetConfig(Strict):
         if self.preset != "pgvector" and "url" not in self.model_fields_set:
             raise _fix("required field is missing", f"add url: {URL_EXAMPLE}", "url")
         check_lookup(self)
-        if self.fetch is not None and self.preset != "http":
-            raise _fix(
-                f"fetch is for the generic http target; the {self.preset} preset fetches a "
-                "document's text through its own API",
-                "remove fetch:",
-                "fetch",
-            )
+        if self.fetch is not None and self.preset in _OWN_TEXTS:
+            raise _fix(f"fetch: {_OWN_TEXTS[self.preset]}", "remove fetch:", "fetch")
         self._endpoints_fit()
         if self.preset == "chroma":
             check_chroma_url(self.url)
