@@ -316,3 +316,17 @@ async def test_a_target_that_cannot_fetch_texts_leaves_the_ids_for_a_later_run(
     assert JudgmentStore(store).find(None) == []
     assert seen == []
     await grading.stop()
+
+
+async def test_a_judgment_number_no_column_holds_is_refused_not_a_server_error(
+    daemon: Daemon,
+) -> None:
+    """Found by the OpenAPI fuzz test: an id past the column's range answered 500."""
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    transport = httpx.ASGITransport(create_app(daemon.service))
+    huge = 4710639654716113428676608
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as api:
+        assert (await api.get(f"/api/v1/judgments/{huge}")).status_code == 422
+        assert (await api.get("/api/v1/judgments/0")).status_code == 422
+        refused = await api.post(f"/api/v1/judgments/{huge}/accept", headers=admin)
+        assert refused.status_code == 422

@@ -7,7 +7,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi import FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
@@ -61,6 +61,10 @@ _ERRORS = {
 
 # /readyz answers within 2 s whatever storage does: a hung check answers 503 at this deadline.
 READY_DEADLINE_S = 1.5
+
+
+# A judgment's number as its column holds it (an Integer: PostgreSQL's int4); past it, 422.
+JudgmentId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -287,7 +291,7 @@ def create_app(service: Service) -> FastAPI:
         return {"judgments": rows}
 
     @app.get("/api/v1/judgments/{judgment_id}", responses=_errors(404, 503))
-    async def one_judgment(judgment_id: int) -> dict[str, Any]:
+    async def one_judgment(judgment_id: JudgmentId) -> dict[str, Any]:
         found = await storage(service.judgment, judgment_id)
         if found is None:
             raise HTTPException(404, f"no judgment {judgment_id}")
@@ -298,7 +302,7 @@ def create_app(service: Service) -> FastAPI:
         responses=_errors(400, 401, 403, 404, 409, 413, 503),
     )
     async def decide_judgment(
-        judgment_id: int,
+        judgment_id: JudgmentId,
         decision: Literal["accept", "reject"],
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
