@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+import pytrec_eval
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragcanary.errors import ConfigError
+from ragcanary.measure.metrics import case_metrics
 from ragcanary.suites.importers import Imported, read_beir, read_trec
 
 SGML_TOPICS = """\
@@ -78,7 +80,9 @@ def problem_of(exc: pytest.ExceptionInfo[ConfigError]) -> tuple[str, int | None,
 def test_beir_imports_judged_queries_in_queries_file_order_with_graded_relevance(
     tmp_path: Path,
 ) -> None:
-    """Cases keep queries.jsonl order, keep only positive grades, and ignore unjudged queries."""
+    """Cases keep queries.jsonl order and every grade, 0 (judged not relevant, which bpref and
+    judged@k count, as trec_eval does from the same qrels) included, and ignore unjudged
+    queries."""
     directory = beir_dir(
         tmp_path,
         [
@@ -92,7 +96,7 @@ def test_beir_imports_judged_queries_in_queries_file_order_with_graded_relevance
     assert read_beir(directory) == Imported(
         cases=[
             {"id": "q2", "query": "what is bm25", "relevant": {"d3": 2, "d4": 1}},
-            {"id": "q1", "query": "dense retrieval", "relevant": {"d1": 1}},
+            {"id": "q1", "query": "dense retrieval", "relevant": {"d1": 1, "d2": 0}},
             {"id": "4", "query": "numeric id", "relevant": {"d9": 1}},
         ],
         skipped=0,
@@ -182,7 +186,11 @@ def test_trec_sgml_topics_use_titles_in_topic_order(tmp_path: Path) -> None:
     qrels = write(tmp_path / "qrels.txt", TREC_QRELS)
     assert read_trec(qrels, topics) == Imported(
         cases=[
-            {"id": "301", "query": "International Organized Crime", "relevant": {"FBIS3-10082": 1}},
+            {
+                "id": "301",
+                "query": "International Organized Crime",
+                "relevant": {"FBIS3-10082": 1, "FBIS3-10169": 0},
+            },
             {
                 "id": "51",
                 "query": "Airbus Subsidies",
@@ -288,10 +296,12 @@ ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, ma
         max_size=6,
     )
 )
-def test_trec_round_trips_every_positive_judgement(
+def test_trec_round_trips_every_judgement_a_suite_can_hold(
     tmp_path_factory: pytest.TempPathFactory, judgements: dict[str, dict[str, int]]
 ) -> None:
-    """Each case carries exactly its positive grades; the other queries are counted as skipped."""
+    """A query with a positive grade becomes a case carrying its grades of 0 and more (a
+    negative grade, junk in some TREC tracks, has no place in a suite); the other queries
+    are counted as skipped."""
     directory = tmp_path_factory.mktemp("trec")
     topics = write(directory / "topics.tsv", "".join(f"{q}\tquery {q}\n" for q in judgements))
     qrels = write(
@@ -300,10 +310,24 @@ def test_trec_round_trips_every_positive_judgement(
     )
     imported = read_trec(qrels, topics)
     expected = {
-        q: {d: g for d, g in docs.items() if g > 0}
+        q: {d: g for d, g in docs.items() if g >= 0}
         for q, docs in judgements.items()
         if any(g > 0 for g in docs.values())
     }
     assert {c["id"]: c["relevant"] for c in imported.cases} == expected
     assert [c["id"] for c in imported.cases] == list(expected)
     assert imported.skipped == len(judgements) - len(expected)
+
+
+def test_an_imported_suite_scores_bpref_as_trec_eval_does_on_its_qrels(tmp_path: Path) -> None:
+    """The judged non-relevant documents of the qrels reach the suite: bpref of a ranking that
+    puts one above the relevant document is trec_eval's 0, not the 1 it would be without them."""
+    qrels = {"q1": {"d1": 1, "d2": 0, "d3": 0}}
+    lines = "".join(f"q1\t{doc}\t{grade}\n" for doc, grade in qrels["q1"].items())
+    (case,) = read_beir(beir_dir(tmp_path, [{"_id": "q1", "text": "a"}], lines)).cases
+    ranking = ["d2", "d1", "d3"]
+    ours = case_metrics(ranking, case["relevant"], (1, 3), depth=3)["bpref"]
+    run = {"q1": {doc: 1.0 / (i + 1) for i, doc in enumerate(ranking)}}
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"bpref"}).evaluate(run)["q1"]["bpref"]
+    assert reference == 0.0
+    assert ours == pytest.approx(reference, abs=1e-9)

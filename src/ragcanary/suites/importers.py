@@ -90,8 +90,11 @@ def _cases(queries: dict[str, str], judgements: Judgements) -> Imported:
     cases: list[dict[str, Any]] = []
     skipped = 0
     for qid, query in queries.items():
-        relevant = {doc: grade for doc, grade in judgements.get(qid, {}).items() if grade > 0}
-        if relevant:
+        judged = judgements.get(qid, {})
+        if any(grade > 0 for grade in judged.values()):
+            # Grade 0 is kept (judged not relevant: what bpref and judged@k count); a negative
+            # grade (spam, junk in some TREC tracks) is left out, as a suite has no such grade.
+            relevant = {doc: grade for doc, grade in judged.items() if grade >= 0}
             cases.append({"id": qid, "query": query, "relevant": relevant})
         else:
             skipped += 1
