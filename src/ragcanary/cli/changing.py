@@ -4,7 +4,6 @@ their verdicts, in the database of the config or through a running daemon's API 
 # No ``from __future__ import annotations`` here: typer reads every command's parameters on
 # every invocation, and evaluating them from strings each time cost 30 ms of each command.
 
-import os
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -59,7 +58,7 @@ def change_start(
         if url:
             from ragcanary.cli.remote import send
 
-            shown = send(url, "/api/v1/changes", body, _token())
+            shown = send(url, "/api/v1/changes", body)
         else:
             shown = _local_start(config, body)
     _print_started(shown, as_json)
@@ -76,7 +75,7 @@ def change_finish(
         if url:
             from ragcanary.cli.remote import send
 
-            shown = send(url, f"/api/v1/changes/{change_id}/finish", {}, _token())
+            shown = send(url, f"/api/v1/changes/{change_id}/finish", {})
         else:
             shown = _local(config, lambda changes, now, _: _finished(changes, change_id, now))
     if as_json:
@@ -177,10 +176,6 @@ def _print_change(shown: dict[str, Any]) -> None:
     if not shown["verdicts"]:
         lines.append("no configured suite runs on its targets")
     typer.echo("\n".join(lines))
-
-
-def _token() -> str | None:
-    return os.environ.get("RAGCANARY_ADMIN_TOKEN")
 
 
 def _local(config: Any, work: Any) -> Any:

@@ -7,7 +7,6 @@ API with ``--url`` (an accept writes the daemon's suite file, and it reloads).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -66,8 +65,7 @@ def decide(loaded: LoadedConfig | None, url: str | None, judgment_id: int, accep
     """Accept or reject a proposed judgment, here or on the daemon at ``url``."""
     if url is not None:
         decision = "accept" if accept else "reject"
-        token = os.environ.get("RAGCANARY_ADMIN_TOKEN")
-        return dict(remote.send(url, f"/api/v1/judgments/{judgment_id}/{decision}", None, token))
+        return dict(remote.send(url, f"/api/v1/judgments/{judgment_id}/{decision}", None))
     assert loaded is not None
     found = _judgments(loaded)
     try:
